@@ -1,0 +1,40 @@
+import { SignJWT, jwtVerify, errors as joseErrors } from 'jose';
+
+export interface JwtSettings {
+  secret: string;
+  algorithm: 'HS256' | 'HS384' | 'HS512';
+  expireMinutes: number;
+}
+
+/** The access-token payload of spec §2.1: group memberships are never in it. */
+export interface AccessTokenClaims {
+  user_id: number;
+  role: string;
+  exp: number;
+}
+
+export function issueAccessToken(settings: JwtSettings, user: { id: number; role: string }): Promise<string> {
+  return new SignJWT({ user_id: user.id, role: user.role })
+    .setProtectedHeader({ alg: settings.algorithm, typ: 'JWT' })
+    .setIssuedAt()
+    .setExpirationTime(`${settings.expireMinutes}m`)
+    .sign(new TextEncoder().encode(settings.secret));
+}
+
+/**
+ * Verifies signature, expiry and algorithm. The algorithm is pinned to the configured one, so a
+ * token signed with any other (or `none`) is refused, and a rotated secret refuses every old token.
+ */
+export async function verifyAccessToken(settings: JwtSettings, token: string): Promise<AccessTokenClaims> {
+  try {
+    const { payload } = await jwtVerify(token, new TextEncoder().encode(settings.secret), { algorithms: [settings.algorithm] });
+    if (typeof payload.user_id !== 'number' || !Number.isInteger(payload.user_id) || typeof payload.role !== 'string' || typeof payload.exp !== 'number') {
+      throw new Error('token payload lacks user_id, role or exp');
+    }
+    return { user_id: payload.user_id, role: payload.role, exp: payload.exp };
+  } catch (err) {
+    if (err instanceof joseErrors.JWTExpired) throw new Error('token expired');
+    if (err instanceof joseErrors.JOSEAlgNotAllowed) throw new Error('token algorithm not accepted');
+    throw new Error(err instanceof joseErrors.JOSEError ? 'token signature or format invalid' : (err as Error).message);
+  }
+}

@@ -1,0 +1,81 @@
+import path from 'node:path';
+import { z } from 'zod';
+import { isSupportedDatabaseUrl } from '../storage/index.ts';
+
+const integer = (fallback: number, min = 0) => z.coerce.number().int().min(min).default(fallback);
+const list = (fallback = '') =>
+  z
+    .string()
+    .default(fallback)
+    .transform((value) => value.split(',').map((item) => item.trim()).filter(Boolean));
+const bool = (fallback: boolean) =>
+  z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'])
+    .default(fallback ? 'true' : 'false')
+    .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const optionalSecret = z.string().min(32, 'must be at least 32 characters').optional();
+
+/**
+ * Every setting, read from the environment (and `.env`). The README's settings table mirrors this
+ * schema; a setting added here belongs there too.
+ */
+export const settingsSchema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  PORT: z.coerce.number().int().min(0).max(65535).default(8000),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  PUBLIC_URL: z.url().optional(),
+  DATABASE_URL: z
+    .string()
+    .optional()
+    .refine((v) => v === undefined || v === '' || isSupportedDatabaseUrl(v), 'must be sqlite:PATH or postgres://…')
+    .transform((v) => v || undefined),
+  DATA_DIR: z.string().min(1).default('./data'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  MANIFESTS_DIR: z
+    .string()
+    .default('./manifests')
+    .transform((v) => v.split(path.delimiter).map((d) => d.trim()).filter(Boolean)),
+  PLUGIN_WATCH: bool(true),
+  PLUGIN_INIT_TIMEOUT_MS: integer(10_000, 1),
+  PLUGIN_DRAIN_TIMEOUT_MS: integer(30_000, 0),
+  SHUTDOWN_TIMEOUT_MS: integer(10_000, 0),
+  BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb|gb)$/i, 'must be a size such as 1mb or 512kb').default('1mb'),
+  VALIDATE_RESPONSES: bool(true),
+  JWT_SECRET: optionalSecret,
+  JWT_ALGORITHM: z.enum(['HS256', 'HS384', 'HS512']).default('HS256'),
+  JWT_EXPIRE_MINUTES: integer(60, 1),
+  TOKEN_HASH_KEY: optionalSecret,
+  PAT_MAX_PER_USER: integer(20, 1),
+  PAT_RATE_LIMIT_PER_MIN: integer(0),
+  CORS_ALLOWED_ORIGINS: list(),
+  IDP_CLIENT_ID: z.string().optional(),
+  IDP_ALLOWED_DOMAINS: list(),
+  IDP_JWKS_URL: z.url().default('https://www.googleapis.com/oauth2/v3/certs'),
+  IDP_ISSUERS: list('https://accounts.google.com,accounts.google.com'),
+  ADMIN_USERNAME: z.string().min(1).default('admin'),
+  ADMIN_PASSWORD: z.string().min(8, 'must be at least 8 characters').optional(),
+  ADMIN_EMAIL: z.email().default('admin@localhost.localdomain'),
+});
+
+export type Settings = z.infer<typeof settingsSchema>;
+
+/** A setting failed validation; `message` is the one line printed before the process stops. */
+export class SettingsError extends Error {}
+
+/** Validates the environment into settings; the first bad variable is named in the error. */
+export function loadSettings(env: Record<string, string | undefined>): Settings {
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = settingsSchema.safeParse(present);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const variable = String(issue.path[0] ?? 'environment');
+    throw new SettingsError(`invalid setting ${variable}: ${issue.message}`);
+  }
+  const settings = parsed.data;
+  if (settings.NODE_ENV === 'production') {
+    for (const secret of ['JWT_SECRET', 'TOKEN_HASH_KEY'] as const) {
+      if (!settings[secret]) throw new SettingsError(`invalid setting ${secret}: required when NODE_ENV=production`);
+    }
+  }
+  return settings;
+}

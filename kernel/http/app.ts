@@ -1,0 +1,84 @@
+import Koa, { type Middleware } from 'koa';
+import type { Logger } from 'pino';
+import type { Storage } from '../../storage/index.ts';
+import { problems } from '../problem.ts';
+import { docsRoutes } from './docs.ts';
+import { requestContext } from './request-context.ts';
+import { securityHeaders } from './security-headers.ts';
+import type { RequestState } from './state.ts';
+
+export interface AppDeps {
+  logger: Logger;
+  storage: Storage;
+  openapi: () => Record<string, unknown>;
+  /** Serves a request from the current plugin generation (read anew for every request). */
+  dispatch: Middleware<RequestState>;
+}
+
+/** Counts requests in progress so shutdown can wait for them. */
+export class InflightCounter {
+  private count = 0;
+  private waiters: (() => void)[] = [];
+  draining = false;
+
+  readonly middleware: Middleware = async (ctx, next) => {
+    this.count += 1;
+    if (this.draining) ctx.set('Connection', 'close');
+    try {
+      await next();
+    } finally {
+      this.count -= 1;
+      if (this.count === 0) this.waiters.splice(0).forEach((wake) => wake());
+    }
+  };
+
+  /** Resolves when no request is in progress, or after `timeoutMs`. */
+  idle(timeoutMs: number): Promise<void> {
+    if (this.count === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      this.waiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+}
+
+/** Health endpoints, outside the description: liveness, and readiness including the database. */
+function healthRoutes(storage: Storage, inflight: InflightCounter): Middleware {
+  return async (ctx, next) => {
+    if (ctx.path === '/healthz' && ctx.method === 'GET') {
+      ctx.body = { status: 'ok' };
+      return;
+    }
+    if (ctx.path === '/readyz' && ctx.method === 'GET') {
+      if (inflight.draining) throw problems.unavailable('shutting down');
+      try {
+        await storage.ping();
+      } catch {
+        throw problems.unavailable('database unreachable');
+      }
+      ctx.body = { status: 'ready' };
+      return;
+    }
+    await next();
+  };
+}
+
+/**
+ * The kernel's HTTP pipeline, composed once: request id and problem details, in-flight counting,
+ * security headers, health, docs, then one dispatcher into the swappable plugin generation.
+ */
+export function createApp(deps: AppDeps): { app: Koa; inflight: InflightCounter } {
+  const app = new Koa();
+  const inflight = new InflightCounter();
+  app.silent = true; // errors are answered and logged by requestContext
+  app.use(requestContext(deps.logger));
+  app.use(inflight.middleware);
+  app.use(securityHeaders());
+  app.use(healthRoutes(deps.storage, inflight));
+  app.use(docsRoutes(deps.openapi));
+  app.use(deps.dispatch);
+  return { app, inflight };
+}

@@ -1,0 +1,64 @@
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import type { Context, Middleware } from 'koa';
+import { koaSwagger } from 'koa2-swagger-ui';
+import { DOCS_CSP } from './security-headers.ts';
+
+const require = createRequire(import.meta.url);
+const swaggerDist = path.dirname(require.resolve('swagger-ui-dist/package.json'));
+const redocBundle = require.resolve('redoc/bundles/redoc.standalone.js');
+
+/** Files the docs pages load, served by the platform itself: these machines have no internet. */
+const ASSETS: Record<string, { file: string; type: string }> = {
+  '/docs/assets/swagger-ui/swagger-ui.min.css': { file: path.join(swaggerDist, 'swagger-ui.css'), type: 'text/css' },
+  '/docs/assets/swagger-ui/swagger-ui-bundle.js': { file: path.join(swaggerDist, 'swagger-ui-bundle.js'), type: 'application/javascript' },
+  '/docs/assets/swagger-ui/swagger-ui-standalone-preset.js': { file: path.join(swaggerDist, 'swagger-ui-standalone-preset.js'), type: 'application/javascript' },
+  '/docs/assets/swagger-ui/favicon-32x32.png': { file: path.join(swaggerDist, 'favicon-32x32.png'), type: 'image/png' },
+  '/redoc/assets/redoc.standalone.js': { file: redocBundle, type: 'application/javascript' },
+};
+
+const REDOC_PAGE = `<!DOCTYPE html>
+<html lang="en">
+<head><meta charset="utf-8"><title>Data Platform API</title><meta name="viewport" content="width=device-width, initial-scale=1"></head>
+<body><redoc spec-url="/openapi.json"></redoc><script src="/redoc/assets/redoc.standalone.js"></script></body>
+</html>`;
+
+// koa2-swagger-ui's page template links a web font from a CDN; the page works without it.
+const CDN_FONT_LINK = /<link[^>]+fonts\.googleapis\.com[^>]*>\s*/g;
+
+/** /openapi.json, /docs (Swagger UI), /redoc and their assets. */
+export function docsRoutes(openapi: () => Record<string, unknown>): Middleware {
+  const swagger = koaSwagger({
+    routePrefix: '/docs',
+    title: 'Data Platform API',
+    swaggerCdnUrl: '/docs/assets',
+    swaggerVersion: 'swagger-ui',
+    favicon: '/docs/assets/swagger-ui/favicon-32x32.png',
+    swaggerOptions: { url: '/openapi.json' },
+  });
+  const page = (ctx: Context, html: string) => {
+    ctx.type = 'text/html; charset=utf-8';
+    ctx.set('Content-Security-Policy', DOCS_CSP);
+    ctx.body = html;
+  };
+
+  return async (ctx, next) => {
+    if (ctx.method !== 'GET' && ctx.method !== 'HEAD') return next();
+    if (ctx.path === '/openapi.json') {
+      ctx.body = openapi();
+      return;
+    }
+    if (ctx.path === '/docs' || ctx.path === '/docs/') {
+      await swagger(ctx, async () => undefined);
+      page(ctx, String(ctx.body).replace(CDN_FONT_LINK, ''));
+      return;
+    }
+    if (ctx.path === '/redoc') return page(ctx, REDOC_PAGE);
+    const asset = ASSETS[ctx.path];
+    if (!asset) return next();
+    ctx.type = asset.type;
+    ctx.set('Cache-Control', 'public, max-age=86400');
+    ctx.body = fs.createReadStream(asset.file);
+  };
+}

@@ -1,0 +1,48 @@
+import crypto from 'node:crypto';
+import type { Middleware } from 'koa';
+import type { Logger } from 'pino';
+import { HttpProblem, isHttpProblem, problemBody } from '../problem.ts';
+import type { RequestState } from './state.ts';
+
+const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * The outermost middleware: a request id on every request and answer, one log line per request,
+ * and every error turned into RFC 9457 problem details. A 500 carries the request id, never a stack.
+ */
+export function requestContext(logger: Logger): Middleware<RequestState> {
+  return async (ctx, next) => {
+    const given = ctx.get('X-Request-Id');
+    const requestId = CLIENT_REQUEST_ID.test(given) ? given : crypto.randomUUID();
+    const log = logger.child({ request_id: requestId });
+    ctx.state.requestId = requestId;
+    ctx.state.log = log;
+    ctx.set('X-Request-Id', requestId);
+    const started = performance.now();
+    try {
+      await next();
+    } catch (err) {
+      const problem = toProblem(err);
+      if (problem.status >= 500 && !isHttpProblem(err)) log.error({ err }, 'unhandled error');
+      ctx.status = problem.status;
+      ctx.type = 'application/problem+json';
+      ctx.body = problemBody(problem, requestId);
+      for (const [name, value] of Object.entries(problem.options.headers ?? {})) ctx.set(name, value);
+    } finally {
+      log.info({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
+    }
+  };
+}
+
+/** Errors from Koa and its body parser carry a status (`http-errors`); anything else is a bug: 500. */
+function toProblem(err: unknown): HttpProblem {
+  if (isHttpProblem(err)) return err;
+  const status = (err as { status?: unknown; statusCode?: unknown })?.status ?? (err as { statusCode?: unknown })?.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    const message = (err as Error).message;
+    if (status === 413) return new HttpProblem(413, `request body is larger than the limit: ${message}`);
+    if (status === 400 && /JSON|token|Unexpected/i.test(message)) return new HttpProblem(400, `request body is not valid JSON: ${message}`, { errors: [{ path: 'body', message }] });
+    return new HttpProblem(status, message);
+  }
+  return new HttpProblem(500, 'internal error; quote the request id when reporting it');
+}

@@ -1,0 +1,130 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import { Migrator, openStorage, type Storage } from '../storage/index.ts';
+import { Authenticator } from './auth/authenticator.ts';
+import { issueAccessToken, type JwtSettings } from './auth/jwt.ts';
+import { Tenancy } from './auth/tenancy.ts';
+import { bootstrapAdmin } from './bootstrap.ts';
+import type { Settings } from './config.ts';
+import { createApp, type InflightCounter } from './http/app.ts';
+import { createRouteCompiler } from './http/route-compiler.ts';
+import type { RequestState } from './http/state.ts';
+import { createLogger } from './logger.ts';
+import { kernelMigrations } from './migrations/index.ts';
+import { buildOpenApiDocument } from './openapi.ts';
+import { kernelServices, type ServiceRef } from './plugin-api.ts';
+import { PluginRegistry } from './registry/registry.ts';
+import { resolveSecrets, type KernelSecrets } from './secrets.ts';
+import type Koa from 'koa';
+
+export const KERNEL_PLUGIN_ID = 'kernel';
+
+export interface KernelOptions {
+  settings: Settings;
+  logger?: Logger;
+  /** Where one-time console output (the bootstrap password) goes; stdout by default. */
+  print?: (line: string) => void;
+}
+
+/** The running platform: storage, plugin registry and HTTP server, started and stopped as one. */
+export class Kernel {
+  readonly logger: Logger;
+  readonly secrets: KernelSecrets;
+  readonly storage: Storage;
+  readonly migrator: Migrator;
+  readonly registry: PluginRegistry;
+  readonly app: Koa;
+  private readonly inflight: InflightCounter;
+  private readonly jwt: JwtSettings;
+  private server: Server | undefined;
+
+  constructor(private readonly options: KernelOptions) {
+    const { settings } = options;
+    this.logger = options.logger ?? createLogger(settings.LOG_LEVEL);
+    this.secrets = resolveSecrets(settings);
+    this.storage = openStorage(settings.DATABASE_URL, settings.DATA_DIR);
+    this.migrator = new Migrator(this.storage);
+    this.jwt = { secret: this.secrets.jwtSecret, algorithm: settings.JWT_ALGORITHM, expireMinutes: settings.JWT_EXPIRE_MINUTES };
+
+    const services: Record<string, (pluginId: string) => unknown> = {
+      [kernelServices.config.id]: () => Object.freeze({ ...settings }),
+      [kernelServices.logger.id]: (pluginId) => this.logger.child({ plugin: pluginId }),
+      [kernelServices.storage.id]: () => this.storage,
+      [kernelServices.plugins.id]: () => this.registry,
+    };
+    const compile = createRouteCompiler({
+      authenticator: new Authenticator(this.storage, this.jwt),
+      tenancy: new Tenancy(this.storage),
+      capabilities: () => this.registry.current.capabilities,
+      bodyLimit: settings.BODY_LIMIT,
+      validateResponses: settings.VALIDATE_RESPONSES,
+    });
+    this.registry = new PluginRegistry({
+      manifestDirs: settings.MANIFESTS_DIR,
+      compile,
+      drainTimeoutMs: settings.PLUGIN_DRAIN_TIMEOUT_MS,
+      logger: this.logger,
+      loader: {
+        logger: this.logger,
+        migrator: this.migrator,
+        initTimeoutMs: settings.PLUGIN_INIT_TIMEOUT_MS,
+        resolveService: (ref: ServiceRef<unknown>, pluginId) => services[ref.id]?.(pluginId),
+      },
+    });
+    const { app, inflight } = createApp({
+      logger: this.logger,
+      storage: this.storage,
+      openapi: () => this.registry.current.openapi((routes) => buildOpenApiDocument(routes, settings.PUBLIC_URL)),
+      dispatch: (ctx) => this.registry.current.dispatch(ctx as Koa.Context & { state: RequestState }),
+    });
+    this.app = app;
+    this.inflight = inflight;
+  }
+
+  /** Migrates, bootstraps, loads every plugin and listens. Resolves once requests are served. */
+  async start(): Promise<void> {
+    const { settings } = this.options;
+    await this.migrator.migrateUp([{ pluginId: KERNEL_PLUGIN_ID, migrations: kernelMigrations }]);
+    await bootstrapAdmin(this.storage, settings, this.logger, this.options.print ?? ((line) => process.stdout.write(`${line}\n`)));
+    await this.registry.start();
+    if (settings.PLUGIN_WATCH) this.registry.watch();
+    const server = this.app.listen(settings.PORT, settings.HOST);
+    this.server = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('listening', resolve);
+      server.once('error', reject);
+    });
+  }
+
+  /** The base URL the server listens on. */
+  get url(): string {
+    const address = this.server?.address() as AddressInfo | null;
+    if (!address) throw new Error('kernel is not listening');
+    const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+    return `http://${host}:${address.port}`;
+  }
+
+  /** A JWT for a user, as login issues it. */
+  issueToken(user: { id: number; role: string }): Promise<string> {
+    return issueAccessToken(this.jwt, user);
+  }
+
+  /**
+   * Graceful stop: refuse new connections, let requests in flight finish (up to
+   * SHUTDOWN_TIMEOUT_MS), dispose every plugin, close the database pool.
+   */
+  async stop(): Promise<void> {
+    const server = this.server;
+    this.inflight.draining = true;
+    if (server) {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      await this.inflight.idle(this.options.settings.SHUTDOWN_TIMEOUT_MS);
+      server.closeAllConnections();
+      await closed;
+    }
+    await this.registry.stop();
+    await this.storage.close();
+  }
+}

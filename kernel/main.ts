@@ -1,0 +1,42 @@
+import 'dotenv/config';
+import { loadSettings, SettingsError } from './config.ts';
+import { Kernel } from './kernel.ts';
+import { RequiredPluginError } from './registry/registry.ts';
+
+/** `npm start`: validate settings, start the platform, stop gracefully on SIGTERM / SIGINT. */
+async function main() {
+  let settings;
+  try {
+    settings = loadSettings(process.env);
+  } catch (err) {
+    if (err instanceof SettingsError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const kernel = new Kernel({ settings });
+  try {
+    await kernel.start();
+  } catch (err) {
+    const reason = err instanceof RequiredPluginError ? err.message : (err as Error).message;
+    kernel.logger.fatal({ reason }, 'start-up failed');
+    process.stderr.write(`start-up failed: ${reason}\n`);
+    await kernel.stop().catch(() => undefined);
+    process.exit(1);
+  }
+  process.stdout.write(`Data platform listening on ${kernel.url} — API docs at ${kernel.url}/docs (Redoc at ${kernel.url}/redoc)\n`);
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    kernel.logger.info({ signal }, 'draining and shutting down');
+    await kernel.stop();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+await main();

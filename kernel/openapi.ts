@@ -1,0 +1,74 @@
+import { OpenAPIRegistry, OpenApiGeneratorV31, type RouteConfig } from '@asteasolutions/zod-to-openapi';
+import { z } from 'zod';
+import type { MountedRoute } from './registry/generation.ts';
+
+export const RELEASE = '0.1.8';
+
+const problemSchema = z
+  .object({
+    type: z.string(),
+    title: z.string(),
+    status: z.number().int(),
+    detail: z.string(),
+    request_id: z.string(),
+    code: z.string().optional(),
+    errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+  })
+  .meta({ id: 'ProblemDetails', description: 'RFC 9457 problem details' });
+
+const problemResponse = (description: string) => ({ description, content: { 'application/problem+json': { schema: problemSchema } } });
+
+const SECURITY: Record<string, Record<string, string[]>[]> = { none: [], bearer: [{ bearerAuth: [] }], apiKey: [{ apiKey: [] }] };
+
+function operationId(m: MountedRoute): string {
+  const words = m.path.replace(/^\/api\//, '').split(/[/{}-]+/).filter(Boolean);
+  return [m.route.method, ...words].map((w, i) => (i === 0 ? w : w[0].toUpperCase() + w.slice(1))).join('');
+}
+
+/** The OpenAPI 3.1 description of a set of mounted routes: one operation per route declaration. */
+export function buildOpenApiDocument(routes: MountedRoute[], serverUrl?: string): Record<string, unknown> {
+  const registry = new OpenAPIRegistry();
+  registry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer', description: 'JWT from /api/auth/login, or a personal access token (svc_…)' });
+  registry.registerComponent('securitySchemes', 'apiKey', { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'Data API key of a published API Service' });
+
+  for (const m of routes) {
+    const { route } = m;
+    const responses: RouteConfig['responses'] = {};
+    for (const [status, response] of Object.entries(route.responses)) {
+      responses[status] = response.schema
+        ? { description: response.description, content: { 'application/json': { schema: response.schema } } }
+        : response.contentType
+          ? { description: response.description, content: { [response.contentType]: { schema: z.string() } } }
+          : { description: response.description };
+    }
+    if (route.request) responses['400'] ??= problemResponse('The request failed validation; `errors` names each failing field');
+    if (route.security !== 'none') responses['401'] ??= problemResponse('Missing or invalid credentials');
+    if (route.capability || route.orgScoped) responses['403'] ??= problemResponse('Authenticated, but not allowed');
+    responses.default = problemResponse('Any other error, as problem details');
+
+    registry.registerPath({
+      method: route.method,
+      path: m.path,
+      operationId: operationId(m),
+      tags: [m.tag],
+      summary: route.summary,
+      description: route.description,
+      security: SECURITY[route.security],
+      request: {
+        params: route.request?.params,
+        query: route.request?.query,
+        headers: route.request?.headers,
+        body: route.request?.body ? { required: true, content: { 'application/json': { schema: route.request.body } } } : undefined,
+      },
+      responses,
+    });
+  }
+
+  const tags = [...new Set(routes.map((m) => m.tag))].sort().map((name) => ({ name }));
+  return new OpenApiGeneratorV31(registry.definitions).generateDocument({
+    openapi: '3.1.0',
+    info: { title: 'Data Platform API', version: RELEASE, description: 'Multi-tenant data platform. Org-scoped routes take the X-Org-Id header.' },
+    servers: serverUrl ? [{ url: serverUrl }] : undefined,
+    tags,
+  }) as unknown as Record<string, unknown>;
+}

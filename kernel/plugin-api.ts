@@ -1,0 +1,117 @@
+/**
+ * The plugin contract: the only kernel module a plugin imports (with `route.ts` and `problem.ts`).
+ * A plugin's entry module default-exports `definePlugin({...})`; its init asks for kernel services by
+ * reference and gets them injected, and contributes routes and extension-point entries.
+ */
+import type { Logger } from 'pino';
+import type { Settings } from './config.ts';
+import type { RouteDefinition } from './route.ts';
+import type { PluginManifest } from './registry/manifest.ts';
+import type { Migration, Storage } from '../storage/index.ts';
+
+/** A typed token naming a kernel service; the phantom member carries the service's type. */
+export interface ServiceRef<T> {
+  readonly id: string;
+  readonly __service?: (value: T) => T;
+}
+
+function serviceRef<T>(id: string): ServiceRef<T> {
+  return { id };
+}
+
+/** One loaded, failed or disabled plugin as the registry reports it. */
+export interface PluginStatus {
+  id: string;
+  version: string | null;
+  kind: string | null;
+  state: 'loaded' | 'failed' | 'disabled';
+  reason: string | null;
+  manifest_file: string;
+  prefix: string | null;
+  loaded_at: string | null;
+  /** Set when the newest reload failed and the previous version kept serving. */
+  last_reload_error: string | null;
+}
+
+/** What the registry lets a plugin (the `plugins` router) see and do. */
+export interface PluginRegistryService {
+  list(): PluginStatus[];
+  get(id: string): PluginStatus | undefined;
+  /** Re-reads the plugin's manifest and reloads it (and its dependents) without a restart. */
+  reload(id: string): Promise<PluginStatus>;
+  /** Recipe types declared by the manifests of loaded plugins (spec §2.7). */
+  recipeTypes(): { id: string; plugin_id: string; description: string | null; params: Record<string, unknown> }[];
+}
+
+export const kernelServices = {
+  config: serviceRef<Readonly<Settings>>('kernel.config'),
+  /** A logger whose lines carry the plugin id. */
+  logger: serviceRef<Logger>('kernel.logger'),
+  storage: serviceRef<Storage>('kernel.storage'),
+  plugins: serviceRef<PluginRegistryService>('kernel.plugins'),
+};
+
+export type ServiceType<R> = R extends ServiceRef<infer T> ? T : never;
+export type ServiceRefs = Record<string, ServiceRef<any>>;
+
+/** A named, typed place other plugins contribute to (e.g. connector types, recipe types). */
+export interface ExtensionPoint<T> {
+  readonly id: string;
+  readonly __contribution?: (value: T) => T;
+}
+
+export function extensionPoint<T>(id: string): ExtensionPoint<T> {
+  return { id };
+}
+
+/** Undoes one registration when the plugin that made it is unloaded. */
+export type Disposable = () => void | Promise<void>;
+
+/** A contribution as its extension point's owner receives it. */
+export interface Contribution<T> {
+  value: T;
+  /** Id of the contributing plugin. */
+  pluginId: string;
+}
+
+export interface PluginContext {
+  readonly pluginId: string;
+  readonly manifest: Readonly<PluginManifest>;
+  /** Absolute directory of the plugin's entry module. */
+  readonly dir: string;
+  /** Runs when this version of the plugin is unloaded (after its in-flight requests finished). */
+  onDispose(dispose: Disposable): void;
+  /**
+   * Offers an extension point. `accept` is called for each contribution (from plugins that depend on
+   * this one) and may return a disposable that withdraws it.
+   */
+  provideExtensionPoint<T>(point: ExtensionPoint<T>, accept: (contribution: Contribution<T>) => Disposable | void): void;
+  /** Contributes to an extension point offered by a plugin this one depends on. */
+  contribute<T>(point: ExtensionPoint<T>, value: T): void;
+}
+
+export interface PluginContributions {
+  routes?: RouteDefinition<any>[];
+}
+
+const PLUGIN_BRAND = Symbol.for('platform.plugin-definition');
+
+export interface PluginDefinition<D extends ServiceRefs = ServiceRefs> {
+  readonly [PLUGIN_BRAND]: true;
+  /** Kernel services the plugin needs, by reference. */
+  deps: D;
+  /** The plugin's own migrations (applied before init, namespaced by plugin id). */
+  migrations?: Record<string, Migration>;
+  init(services: { [K in keyof D]: ServiceType<D[K]> }, ctx: PluginContext): Promise<PluginContributions | void> | PluginContributions | void;
+}
+
+export function definePlugin<D extends ServiceRefs>(definition: Omit<PluginDefinition<D>, typeof PLUGIN_BRAND>): PluginDefinition<D> {
+  return { ...definition, [PLUGIN_BRAND]: true };
+}
+
+export function isPluginDefinition(value: unknown): value is PluginDefinition {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[PLUGIN_BRAND] === true;
+}
+
+export { defineRoute, reply, type RouteDefinition, type Principal } from './route.ts';
+export { HttpProblem, problems } from './problem.ts';

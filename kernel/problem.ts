@@ -1,0 +1,59 @@
+import { STATUS_CODES } from 'node:http';
+
+/** One failing field of a request: where it was and why it failed. */
+export interface FieldError {
+  /** Location and path, e.g. `body.name`, `query.limit`, `params.id`, `headers.x-org-id`. */
+  path: string;
+  message: string;
+}
+
+const PROBLEM_BRAND = Symbol.for('platform.http-problem');
+
+/**
+ * An RFC 9457 problem an HTTP answer is made from. Thrown by the kernel and by plugins; branded
+ * rather than checked with `instanceof` so a problem from a hot-reloaded module is still known.
+ */
+export class HttpProblem extends Error {
+  readonly [PROBLEM_BRAND] = true;
+  constructor(
+    readonly status: number,
+    readonly detail: string,
+    readonly options: { title?: string; type?: string; errors?: FieldError[]; headers?: Record<string, string>; code?: string } = {},
+  ) {
+    super(detail);
+  }
+  get title() {
+    return this.options.title ?? STATUS_CODES[this.status] ?? 'Error';
+  }
+}
+
+export function isHttpProblem(value: unknown): value is HttpProblem {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[PROBLEM_BRAND] === true;
+}
+
+export const problems = {
+  badRequest: (detail: string, errors?: FieldError[]) => new HttpProblem(400, detail, { errors }),
+  unauthorized: (detail: string) => new HttpProblem(401, detail, { headers: { 'WWW-Authenticate': 'Bearer' } }),
+  forbidden: (detail: string) => new HttpProblem(403, detail),
+  notFound: (detail: string) => new HttpProblem(404, detail),
+  conflict: (detail: string) => new HttpProblem(409, detail),
+  unprocessable: (detail: string, errors?: FieldError[]) => new HttpProblem(422, detail, { errors }),
+  tooManyRequests: (detail: string, retryAfterSeconds: number) =>
+    new HttpProblem(429, detail, { headers: { 'Retry-After': String(retryAfterSeconds) } }),
+  notImplemented: (detail: string) => new HttpProblem(501, detail),
+  unavailable: (detail: string, retryAfterSeconds?: number) =>
+    new HttpProblem(503, detail, retryAfterSeconds ? { headers: { 'Retry-After': String(retryAfterSeconds) } } : {}),
+};
+
+/** The JSON body of a problem answer. */
+export function problemBody(problem: HttpProblem, requestId: string) {
+  return {
+    type: problem.options.type ?? `about:blank`,
+    title: problem.title,
+    status: problem.status,
+    detail: problem.detail,
+    request_id: requestId,
+    ...(problem.options.code ? { code: problem.options.code } : {}),
+    ...(problem.options.errors ? { errors: problem.options.errors } : {}),
+  };
+}

@@ -1,0 +1,76 @@
+import type { Logger } from 'pino';
+import type { Disposable } from '../plugin-api.ts';
+import type { RouteDefinition } from '../route.ts';
+import type { PluginManifest } from './manifest.ts';
+
+/** A recipe type a plugin's manifest declares, with its handler resolved to a function. */
+export interface RecipeType {
+  id: string;
+  pluginId: string;
+  description: string | null;
+  params: Record<string, unknown>;
+  handler: (...args: unknown[]) => unknown;
+}
+
+/**
+ * One running version of a plugin. Requests it took are counted so that, when a newer version
+ * replaces it, it is disposed only after they finished.
+ */
+export class LoadedPlugin {
+  readonly loadedAt = new Date().toISOString();
+  private inflight = 0;
+  private idleWaiters: (() => void)[] = [];
+  private readonly disposables: Disposable[] = [];
+
+  constructor(
+    readonly manifest: PluginManifest,
+    readonly file: string,
+    readonly dir: string,
+    readonly routes: RouteDefinition<any>[],
+    readonly recipeTypes: RecipeType[],
+    private readonly log: Logger,
+  ) {}
+
+  get id() {
+    return this.manifest.id;
+  }
+
+  addDisposable(dispose: Disposable) {
+    this.disposables.push(dispose);
+  }
+
+  /** Wraps one request: counted as in flight until `work` settles. */
+  async track<T>(work: () => Promise<T>): Promise<T> {
+    this.inflight += 1;
+    try {
+      return await work();
+    } finally {
+      this.inflight -= 1;
+      if (this.inflight === 0) this.idleWaiters.splice(0).forEach((wake) => wake());
+    }
+  }
+
+  /** Waits for in-flight requests (at most `timeoutMs`), then runs every disposable, newest first. */
+  async drainAndDispose(timeoutMs: number): Promise<void> {
+    if (this.inflight > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      const drained = new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+      const timedOut = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+      await Promise.race([drained, timedOut]);
+      clearTimeout(timer);
+      if (this.inflight > 0) this.log.warn({ plugin: this.id, inflight: this.inflight }, 'drain timed out; disposing with requests in flight');
+    }
+    await this.dispose();
+  }
+
+  /** Runs every disposable, newest first; one failing does not stop the others. */
+  async dispose(): Promise<void> {
+    for (const dispose of this.disposables.splice(0).reverse()) {
+      try {
+        await dispose();
+      } catch (err) {
+        this.log.error({ plugin: this.id, err }, 'plugin dispose step failed');
+      }
+    }
+  }
+}

@@ -1,0 +1,105 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+
+export const ROLES = ['admin', 'editor', 'viewer', 'management', 'cs_staff'] as const;
+
+const pluginId = z.string().regex(/^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$/, 'must be lower-case words joined by - or _ (e.g. data_quality_rules)');
+const semver = z.string().regex(/^\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?$/, 'must be a semantic version such as 1.2.3');
+
+const capability = z
+  .object({
+    name: z.string().regex(/^[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)+$/, 'must be dotted lower-case words such as datasets.read'),
+    description: z.string().min(1),
+    /** Legacy roles whose baseline includes this capability; platform admins hold every capability. */
+    roles: z.array(z.enum(ROLES)).default([]),
+  })
+  .strict();
+
+const recipeType = z
+  .object({
+    id: z.string().regex(/^[a-z][a-z0-9_.-]*$/, 'must be a lower-case identifier'),
+    handler: z.string().regex(/^[^:]+:[A-Za-z_$][\w$]*$/, 'must be "module:function", module relative to the plugin folder'),
+    params: z.record(z.string(), z.unknown()).describe('JSON Schema of the recipe parameters'),
+    description: z.string().optional(),
+  })
+  .strict();
+
+export const manifestSchema = z
+  .object({
+    $schema: z.string().optional(),
+    id: pluginId,
+    version: semver,
+    kind: z.enum(['router', 'connector', 'recipe-type', 'extension']),
+    description: z.string().optional(),
+    /** Entry module, relative to the manifest file's folder. */
+    entry: z.string().min(1),
+    /** A required plugin that fails stops start-up instead of being skipped. */
+    required: z.boolean().default(false),
+    /** A disabled plugin is listed but not loaded. */
+    enabled: z.boolean().default(true),
+    router: z
+      .object({
+        prefix: z.string().regex(/^\/api(\/[a-z0-9-]+)+$/, 'must be a path under /api such as /api/projects'),
+        tag: z.string().min(1),
+      })
+      .strict()
+      .optional(),
+    capabilities: z.array(capability).default([]),
+    depends_on: z.array(pluginId).default([]),
+    recipe_types: z.array(recipeType).default([]),
+    /** Declarative contributions: extension point id → entries handed to the point's owner. */
+    contributes: z.record(z.string(), z.array(z.unknown())).default({}),
+  })
+  .strict()
+  .superRefine((manifest, ctx) => {
+    if (manifest.kind === 'router' && !manifest.router) {
+      ctx.addIssue({ code: 'custom', path: ['router'], message: 'a router plugin must declare router.prefix and router.tag' });
+    }
+    if (manifest.depends_on.includes(manifest.id)) {
+      ctx.addIssue({ code: 'custom', path: ['depends_on'], message: 'a plugin cannot depend on itself' });
+    }
+  });
+
+export type PluginManifest = z.output<typeof manifestSchema>;
+
+/** A manifest file as read from disk: parsed, or the reason it could not be. */
+export type ManifestRead =
+  | { file: string; ok: true; manifest: PluginManifest; source: string }
+  | { file: string; ok: false; error: string; source: string | null };
+
+/** Reads and validates one manifest; a failure names the file, the field and the reason. */
+export function readManifest(file: string): ManifestRead {
+  let source: string;
+  try {
+    source = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    return { file, ok: false, error: `${file}: cannot be read: ${(err as Error).message}`, source: null };
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(source);
+  } catch (err) {
+    return { file, ok: false, error: `${file}: not valid JSON: ${(err as Error).message}`, source };
+  }
+  const parsed = manifestSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const field = issue.path.length ? issue.path.join('.') : '(root)';
+    const keys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
+    return { file, ok: false, error: `${file}: field ${field}: ${issue.message}${keys}`, source };
+  }
+  return { file, ok: true, manifest: parsed.data, source };
+}
+
+/** Every `*.json` file of the manifest folders, in a stable order. */
+export function listManifestFiles(dirs: string[]): string[] {
+  const files: string[] = [];
+  for (const dir of dirs) {
+    if (!fs.existsSync(dir)) continue;
+    for (const name of fs.readdirSync(dir).sort()) {
+      if (name.endsWith('.json')) files.push(path.resolve(dir, name));
+    }
+  }
+  return files;
+}

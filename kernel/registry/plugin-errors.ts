@@ -1,0 +1,36 @@
+/** A plugin could not be loaded; `code` is a stable `KRN_ERR_…` name, `message` the reason. */
+export class PluginLoadError extends Error {
+  constructor(readonly code: string, message: string) {
+    super(message);
+  }
+}
+
+export const pluginErrors = {
+  manifest: (reason: string) => new PluginLoadError('KRN_ERR_PLUGIN_MANIFEST', reason),
+  duplicateId: (id: string, first: string, second: string) =>
+    new PluginLoadError('KRN_ERR_PLUGIN_DUPLICATE_ID', `plugin id "${id}" is claimed by both ${first} and ${second}`),
+  dependencyMissing: (id: string, dependency: string) =>
+    new PluginLoadError('KRN_ERR_PLUGIN_DEPENDENCY_MISSING', `plugin "${id}" depends on "${dependency}", which is not loaded`),
+  dependencyCycle: (ids: string[]) =>
+    new PluginLoadError('KRN_ERR_PLUGIN_DEPENDENCY_CYCLE', `plugins depend on each other in a cycle: ${ids.join(' → ')}`),
+  importFailed: (entry: string, reason: string) =>
+    new PluginLoadError('KRN_ERR_PLUGIN_IMPORT', `entry ${entry} could not be imported: ${reason}`),
+  notAPlugin: (entry: string) =>
+    new PluginLoadError('KRN_ERR_PLUGIN_EXPORT', `entry ${entry} must default-export definePlugin({...})`),
+  serviceUnknown: (id: string, names: string[]) =>
+    new PluginLoadError('KRN_ERR_PLUGIN_SERVICE_UNKNOWN', `plugin "${id}" asks for unknown kernel services: ${names.join(', ')}`),
+  initFailed: (id: string, reason: string) => new PluginLoadError('KRN_ERR_PLUGIN_INIT', `plugin "${id}" failed to initialise: ${reason}`),
+  timeout: (id: string, ms: number) => new PluginLoadError('KRN_ERR_PLUGIN_TIMEOUT', `plugin "${id}" did not finish initialising within ${ms} ms`),
+  migration: (id: string, reason: string) => new PluginLoadError('KRN_ERR_PLUGIN_MIGRATION', `plugin "${id}": ${reason}`),
+  routeConflict: (route: string, first: string, second: string) =>
+    new PluginLoadError('KRN_ERR_PLUGIN_ROUTE_CONFLICT', `route ${route} is claimed by both plugin "${first}" and plugin "${second}"`),
+  routeInvalid: (id: string, reason: string) => new PluginLoadError('KRN_ERR_PLUGIN_ROUTE_INVALID', `plugin "${id}": ${reason}`),
+  capabilityConflict: (name: string, first: string, second: string) =>
+    new PluginLoadError('KRN_ERR_PLUGIN_CAPABILITY_CONFLICT', `capability "${name}" is defined by both plugin "${first}" and plugin "${second}"`),
+  extensionPointConflict: (point: string, first: string, second: string) =>
+    new PluginLoadError('KRN_ERR_PLUGIN_EXTENSION_POINT_CONFLICT', `extension point "${point}" is provided by both plugin "${first}" and plugin "${second}"`),
+  extensionPointMissing: (id: string, point: string) =>
+    new PluginLoadError('KRN_ERR_PLUGIN_EXTENSION_POINT_MISSING', `plugin "${id}" contributes to extension point "${point}", which none of the plugins it depends on provides`),
+  recipeHandler: (id: string, handler: string, reason: string) =>
+    new PluginLoadError('KRN_ERR_PLUGIN_RECIPE_HANDLER', `plugin "${id}": recipe handler ${handler} ${reason}`),
+};

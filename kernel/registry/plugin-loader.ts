@@ -1,0 +1,124 @@
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { Logger } from 'pino';
+import type { Migrator } from '../../storage/index.ts';
+import { isPluginDefinition, type Disposable, type PluginContext, type PluginContributions, type ServiceRef } from '../plugin-api.ts';
+import type { ExtensionPointTable } from './extension-points.ts';
+import { LoadedPlugin, type RecipeType } from './loaded-plugin.ts';
+import type { PluginManifest } from './manifest.ts';
+import { PluginLoadError, pluginErrors } from './plugin-errors.ts';
+
+export interface LoaderEnvironment {
+  logger: Logger;
+  migrator: Migrator;
+  initTimeoutMs: number;
+  /** The service a reference names, scoped to the plugin; undefined when no such service exists. */
+  resolveService(ref: ServiceRef<unknown>, pluginId: string): unknown;
+}
+
+export interface LoadRequest {
+  manifest: PluginManifest;
+  file: string;
+  /** Every plugin this one depends on, directly or not: the only extension-point owners it may use. */
+  dependencies: Set<string>;
+  points: ExtensionPointTable;
+  /** Distinct per load, so a reload imports the entry module afresh instead of Node's cached copy. */
+  generation: number;
+}
+
+/** Imports the module a manifest names, applies its migrations, runs its init and collects what it contributes. */
+export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): Promise<LoadedPlugin> {
+  const { manifest, file, points, dependencies, generation } = request;
+  const entryFile = path.resolve(path.dirname(file), manifest.entry);
+  const dir = path.dirname(entryFile);
+  const importFresh = async (modulePath: string) => import(`${pathToFileURL(modulePath).href}?generation=${generation}`);
+
+  let exported: unknown;
+  try {
+    exported = (await importFresh(entryFile)).default;
+  } catch (err) {
+    throw pluginErrors.importFailed(manifest.entry, (err as Error).message);
+  }
+  if (!isPluginDefinition(exported)) throw pluginErrors.notAPlugin(manifest.entry);
+  const definition = exported;
+
+  const services: Record<string, unknown> = {};
+  const unknown: string[] = [];
+  for (const [name, ref] of Object.entries(definition.deps)) {
+    const service = env.resolveService(ref, manifest.id);
+    if (service === undefined) unknown.push(ref.id);
+    services[name] = service;
+  }
+  if (unknown.length) throw pluginErrors.serviceUnknown(manifest.id, unknown);
+
+  if (definition.migrations) {
+    try {
+      await env.migrator.migrateUp([{ pluginId: manifest.id, migrations: definition.migrations }]);
+    } catch (err) {
+      throw pluginErrors.migration(manifest.id, (err as Error).message);
+    }
+  }
+
+  const disposables: Disposable[] = [];
+  const contribute = (pointId: string, value: unknown) => {
+    const owner = points.owner(pointId);
+    if (!owner || !dependencies.has(owner)) throw pluginErrors.extensionPointMissing(manifest.id, pointId);
+    const undo = points.contribute(pointId, { value, pluginId: manifest.id });
+    if (undo) disposables.push(undo);
+  };
+  const context: PluginContext = {
+    pluginId: manifest.id,
+    manifest,
+    dir,
+    onDispose: (dispose) => void disposables.push(dispose),
+    provideExtensionPoint: (point, accept) => {
+      const owner = points.owner(point.id);
+      if (owner && owner !== manifest.id) throw pluginErrors.extensionPointConflict(point.id, owner, manifest.id);
+      points.provide(point.id, manifest.id, accept as never);
+    },
+    contribute: (point, value) => contribute(point.id, value),
+  };
+
+  try {
+    const contributions = await withTimeout(
+      Promise.resolve(definition.init(services as never, context)),
+      env.initTimeoutMs,
+      () => pluginErrors.timeout(manifest.id, env.initTimeoutMs),
+    );
+    for (const [pointId, entries] of Object.entries(manifest.contributes)) entries.forEach((entry) => contribute(pointId, entry));
+    const recipeTypes = await resolveRecipeTypes(manifest, dir, importFresh);
+    const plugin = new LoadedPlugin(manifest, file, dir, (contributions as PluginContributions | undefined)?.routes ?? [], recipeTypes, env.logger);
+    disposables.forEach((d) => plugin.addDisposable(d));
+    return plugin;
+  } catch (err) {
+    for (const dispose of disposables.reverse()) await Promise.resolve(dispose()).catch(() => undefined);
+    if (err instanceof PluginLoadError) throw err;
+    throw pluginErrors.initFailed(manifest.id, (err as Error).message);
+  }
+}
+
+async function resolveRecipeTypes(manifest: PluginManifest, dir: string, importFresh: (p: string) => Promise<Record<string, unknown>>): Promise<RecipeType[]> {
+  const resolved: RecipeType[] = [];
+  for (const recipe of manifest.recipe_types) {
+    const [modulePath, exportName] = recipe.handler.split(':');
+    let module: Record<string, unknown>;
+    try {
+      module = await importFresh(path.resolve(dir, modulePath));
+    } catch (err) {
+      throw pluginErrors.recipeHandler(manifest.id, recipe.handler, `cannot be imported: ${(err as Error).message}`);
+    }
+    const handler = module[exportName];
+    if (typeof handler !== 'function') throw pluginErrors.recipeHandler(manifest.id, recipe.handler, `does not export a function named ${exportName}`);
+    resolved.push({ id: recipe.id, pluginId: manifest.id, description: recipe.description ?? null, params: recipe.params, handler: handler as RecipeType['handler'] });
+  }
+  return resolved;
+}
+
+async function withTimeout<T>(work: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(onTimeout()), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

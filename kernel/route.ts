@@ -1,0 +1,94 @@
+import type { Context } from 'koa';
+import type { ZodObject, ZodType, z } from 'zod';
+import type { Logger } from 'pino';
+
+export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
+
+/** How a caller proves who it is: nothing, a bearer JWT or PAT, or a data API key. */
+export type RouteSecurity = 'none' | 'bearer' | 'apiKey';
+
+export interface RouteRequestSchemas {
+  params?: ZodObject;
+  query?: ZodObject;
+  headers?: ZodObject;
+  body?: ZodType;
+}
+
+export interface RouteResponse {
+  description: string;
+  /** JSON body schema; omit for empty answers (204) or non-JSON bodies. */
+  schema?: ZodType;
+  /** Media type of the body when it is not JSON (e.g. `text/csv`). */
+  contentType?: string;
+}
+
+/** The authenticated caller, resolved by the kernel for every request to a secured route. */
+export interface Principal {
+  userId: number;
+  username: string;
+  role: string;
+  isPlatformAdmin: boolean;
+  /** Effective capabilities of this request (role baseline, groups, token scopes). */
+  capabilities: ReadonlySet<string>;
+  via: 'jwt' | 'pat';
+}
+
+type Parsed<S> = S extends ZodType ? z.output<S> : undefined;
+
+export interface RouteInput<R extends RouteRequestSchemas> {
+  params: Parsed<R['params']>;
+  query: Parsed<R['query']>;
+  headers: Parsed<R['headers']>;
+  body: Parsed<R['body']>;
+  /** Present on every route whose security is not `none`. */
+  principal: Principal | null;
+  /** The current organization on org-scoped routes, else null. */
+  orgId: number | null;
+  requestId: string;
+  log: Logger;
+  /** The Koa context, for the rare route that must stream. */
+  koa: Context;
+}
+
+const REPLY_BRAND = Symbol.for('platform.route-reply');
+
+export interface Reply {
+  readonly [REPLY_BRAND]: true;
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+/** An answer with an explicit status (and headers); a handler returning a plain value gets the route's first 2xx. */
+export function reply(status: number, body?: unknown, headers?: Record<string, string>): Reply {
+  return { [REPLY_BRAND]: true, status, body, headers };
+}
+
+export function isReply(value: unknown): value is Reply {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[REPLY_BRAND] === true;
+}
+
+/**
+ * A route, declared once: the kernel derives request validation, the permission and tenancy
+ * checks and the OpenAPI operation from this one object.
+ */
+export interface RouteDefinition<R extends RouteRequestSchemas = RouteRequestSchemas> {
+  method: HttpMethod;
+  /** Path relative to the plugin's prefix, OpenAPI style: `/{id}/reload`; `''` is the prefix itself. */
+  path: string;
+  summary: string;
+  description?: string;
+  security: RouteSecurity;
+  /** Capability the caller needs (checked after authentication). */
+  capability?: string;
+  /** The route works inside the current organization (`X-Org-Id`). */
+  orgScoped?: boolean;
+  request?: R;
+  responses: Record<number, RouteResponse>;
+  handler(input: RouteInput<R>): Promise<unknown> | unknown;
+}
+
+/** Identity function that lets TypeScript infer the handler's input from the schemas. */
+export function defineRoute<R extends RouteRequestSchemas>(route: RouteDefinition<R>): RouteDefinition<R> {
+  return route;
+}

@@ -1,0 +1,35 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Settings } from './config.ts';
+
+export interface KernelSecrets {
+  jwtSecret: string;
+  tokenHashKey: string;
+}
+
+const FILE = 'secrets.json';
+
+/**
+ * Secrets given in the settings win; any not given are generated once and kept in
+ * `DATA_DIR/secrets.json` (mode 0600) so a restart keeps sessions and token hashes valid.
+ */
+export function resolveSecrets(settings: Settings): KernelSecrets {
+  const file = path.join(settings.DATA_DIR, FILE);
+  let stored: Partial<KernelSecrets> = {};
+  if (fs.existsSync(file)) stored = JSON.parse(fs.readFileSync(file, 'utf8')) as Partial<KernelSecrets>;
+  const generated: Partial<KernelSecrets> = {};
+  const pick = (given: string | undefined, key: keyof KernelSecrets) => {
+    if (given) return given;
+    if (stored[key]) return stored[key]!;
+    generated[key] = crypto.randomBytes(48).toString('base64url');
+    return generated[key]!;
+  };
+  const secrets = { jwtSecret: pick(settings.JWT_SECRET, 'jwtSecret'), tokenHashKey: pick(settings.TOKEN_HASH_KEY, 'tokenHashKey') };
+  if (Object.keys(generated).length > 0) {
+    fs.mkdirSync(settings.DATA_DIR, { recursive: true });
+    fs.writeFileSync(file, JSON.stringify({ ...stored, ...generated }, null, 2), { mode: 0o600 });
+    fs.chmodSync(file, 0o600);
+  }
+  return secrets;
+}

@@ -1,0 +1,51 @@
+import { z } from 'zod';
+import { defineRoute, problems, type PluginRegistryService } from '../../kernel/plugin-api.ts';
+import { pluginIdParams, pluginStatusSchema, recipeTypeSchema } from './schemas.ts';
+
+export function pluginRoutes(registry: PluginRegistryService) {
+  return [
+    defineRoute({
+      method: 'get',
+      path: '',
+      summary: 'List plugins with their state (loaded, failed with the reason, or disabled)',
+      security: 'bearer',
+      capability: 'plugins.read',
+      responses: { 200: { description: 'Every plugin the manifests declare', schema: z.array(pluginStatusSchema) } },
+      handler: () => registry.list(),
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/recipe-types',
+      summary: 'Recipe types contributed by loaded plugins, with their parameter schemas',
+      security: 'bearer',
+      capability: 'plugins.read',
+      responses: { 200: { description: 'Recipe types', schema: z.array(recipeTypeSchema) } },
+      handler: () => registry.recipeTypes(),
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/{id}',
+      summary: 'One plugin and its state',
+      security: 'bearer',
+      capability: 'plugins.read',
+      request: { params: pluginIdParams },
+      responses: { 200: { description: 'The plugin', schema: pluginStatusSchema } },
+      handler: ({ params }) => {
+        const status = registry.get(params.id);
+        if (!status) throw problems.notFound(`no plugin with id "${params.id}"`);
+        return status;
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/{id}/reload',
+      summary: 'Reload a plugin (and the plugins depending on it) from its manifest, without a restart',
+      description: 'Requests in flight finish on the version that took them. If the new version fails, the previous one keeps serving and the answer is 422.',
+      security: 'bearer',
+      capability: 'plugins.manage',
+      request: { params: pluginIdParams },
+      responses: { 200: { description: 'The plugin after the reload', schema: pluginStatusSchema } },
+      handler: ({ params }) => registry.reload(params.id),
+    }),
+  ];
+}

@@ -1,0 +1,26 @@
+import { z } from 'zod';
+
+export const pluginStatusSchema = z
+  .object({
+    id: z.string(),
+    version: z.string().nullable(),
+    kind: z.string().nullable(),
+    state: z.enum(['loaded', 'failed', 'disabled']),
+    reason: z.string().nullable().describe('Why the plugin failed to load'),
+    manifest_file: z.string(),
+    prefix: z.string().nullable(),
+    loaded_at: z.string().nullable(),
+    last_reload_error: z.string().nullable().describe('Set when the newest reload failed and the previous version kept serving'),
+  })
+  .meta({ id: 'PluginStatus' });
+
+export const recipeTypeSchema = z
+  .object({
+    id: z.string(),
+    plugin_id: z.string(),
+    description: z.string().nullable(),
+    params: z.record(z.string(), z.unknown()).describe('JSON Schema of the recipe parameters'),
+  })
+  .meta({ id: 'RecipeType' });
+
+export const pluginIdParams = z.object({ id: z.string().min(1).describe('Plugin id') });

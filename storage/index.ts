@@ -1,0 +1,23 @@
+import path from 'node:path';
+import { openPostgresStorage } from './postgres.ts';
+import { openSqliteStorage } from './sqlite.ts';
+import type { Storage } from './types.ts';
+
+export type { Storage, TableSnapshot, PortableColumnTypes } from './types.ts';
+export { Migrator, type Migration, type MigrationContext, type MigrationSource, type MigrationStep } from './migrator.ts';
+
+/**
+ * Opens the adapter a `DATABASE_URL` names: unset or `sqlite:PATH` is SQLite (PATH relative to the
+ * working directory; default `<dataDir>/platform.db`), `postgres://` or `postgresql://` is Postgres.
+ */
+export function openStorage(databaseUrl: string | undefined, dataDir: string): Storage {
+  if (!databaseUrl) return openSqliteStorage(path.join(dataDir, 'platform.db'));
+  if (databaseUrl.startsWith('sqlite:')) return openSqliteStorage(databaseUrl.slice('sqlite:'.length) || path.join(dataDir, 'platform.db'));
+  if (/^postgres(ql)?:\/\//.test(databaseUrl)) return openPostgresStorage(databaseUrl);
+  throw new Error(`unsupported database URL scheme in "${databaseUrl.split(':')[0]}:" (use sqlite:PATH or postgres://…)`);
+}
+
+/** True when the URL names a database this platform can open; used by settings validation. */
+export function isSupportedDatabaseUrl(url: string): boolean {
+  return url.startsWith('sqlite:') || /^postgres(ql)?:\/\//.test(url);
+}

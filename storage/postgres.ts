@@ -1,0 +1,81 @@
+import pg from 'pg';
+import { Kysely, PostgresDialect, sql, type CreateTableBuilder } from 'kysely';
+import type { Storage, TableSnapshot } from './types.ts';
+
+const OID = { int8: 20, timestamp: 1114, timestamptz: 1184 } as const;
+// An arbitrary constant: every instance sharing the database contends for the same advisory lock.
+const MIGRATION_LOCK_KEY = 4_207_310_001;
+
+/**
+ * Type parsers local to this pool (not pg's process-wide registry): timestamps come back as the
+ * same ISO-8601 UTC strings SQLite returns, and 64-bit counts as numbers.
+ */
+const poolTypes = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === OID.timestamptz) return (value: string) => new Date(value).toISOString();
+    if (oid === OID.timestamp) return (value: string) => new Date(`${value}Z`).toISOString();
+    if (oid === OID.int8) return (value: string) => Number(value);
+    return pg.types.getTypeParser(oid, format as 'text');
+  },
+};
+
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return 'postgres://(unparseable url)';
+  }
+}
+
+/** Postgres adapter over a pg pool. Platform tables live in the connection's default schema. */
+export function openPostgresStorage(connectionString: string, poolSize = 10): Storage {
+  const pool = new pg.Pool({ connectionString, max: poolSize, types: poolTypes });
+  const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
+
+  return {
+    db,
+    description: redactUrl(connectionString),
+    types: { json: 'jsonb', timestamp: 'timestamptz', text: 'text', integer: 'integer', bigint: 'bigint', boolean: 'boolean', double: 'double precision' },
+    addIdColumn<TB extends string, C extends string>(table: CreateTableBuilder<TB, C>, name = 'id') {
+      return table.addColumn(name, 'integer', (col) => col.primaryKey().generatedByDefaultAsIdentity()) as CreateTableBuilder<TB, C>;
+    },
+    // pg serialises objects itself, but arrays would be sent as Postgres arrays: always send text.
+    encodeJson: (value) => (value === undefined ? null : JSON.stringify(value)),
+    decodeJson: <T>(stored: unknown) => stored as T,
+    now: () => new Date().toISOString(),
+    transaction: (work) => db.transaction().execute(work),
+    async withMigrationLock(work) {
+      const client = await pool.connect();
+      try {
+        await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+        return await work();
+      } finally {
+        await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(() => undefined);
+        client.release();
+      }
+    },
+    async snapshotSchema() {
+      const columns = await sql<{ table_name: string; column_name: string; data_type: string; is_nullable: string }>`
+        select table_name, column_name, data_type, is_nullable from information_schema.columns
+        where table_schema = current_schema() order by table_name, ordinal_position`.execute(db);
+      const indexes = await sql<{ tablename: string; indexname: string }>`
+        select tablename, indexname from pg_indexes where schemaname = current_schema() order by indexname`.execute(db);
+      const byTable = new Map<string, TableSnapshot>();
+      for (const c of columns.rows) {
+        const table = byTable.get(c.table_name) ?? { name: c.table_name, columns: [], indexes: [] };
+        table.columns.push({ name: c.column_name, type: c.data_type, nullable: c.is_nullable === 'YES' });
+        byTable.set(c.table_name, table);
+      }
+      for (const i of indexes.rows) byTable.get(i.tablename)?.indexes.push(i.indexname);
+      return [...byTable.values()].sort((a, b) => a.name.localeCompare(b.name));
+    },
+    async ping() {
+      await sql`select 1`.execute(db);
+    },
+    async close() {
+      await db.destroy();
+    },
+  };
+}

@@ -1,0 +1,52 @@
+import type Database from 'better-sqlite3';
+
+/**
+ * SQLite has no boolean or timestamp type and better-sqlite3 binds neither `true` nor a `Date`.
+ * This wrapper closes the gap so code above `storage/` sees the same values as on Postgres:
+ * booleans and Dates are bound as 1/0 and ISO strings, and columns declared `boolean` read back
+ * as `true`/`false`.
+ */
+export function withPortableValues(database: Database.Database): Database.Database {
+  return new Proxy(database, {
+    get(target, property, receiver) {
+      if (property !== 'prepare') return Reflect.get(target, property, receiver);
+      return (source: string) => portableStatement(target.prepare(source));
+    },
+  });
+}
+
+const bindable = (value: unknown) => (typeof value === 'boolean' ? (value ? 1 : 0) : value instanceof Date ? value.toISOString() : value);
+// Kysely passes the parameters as one array; direct callers may pass them one by one.
+const bindAll = (params: unknown[]) => params.map((p) => (Array.isArray(p) ? p.map(bindable) : bindable(p)));
+
+function portableStatement(statement: Database.Statement): Database.Statement {
+  const booleanColumns = statement.reader
+    ? statement.columns().filter((c) => c.type?.toLowerCase() === 'boolean').map((c) => c.name)
+    : [];
+  const decode = (row: unknown) => {
+    if (!booleanColumns.length || row === undefined || row === null) return row;
+    const record = row as Record<string, unknown>;
+    for (const name of booleanColumns) if (typeof record[name] === 'number') record[name] = record[name] !== 0;
+    return record;
+  };
+  return new Proxy(statement, {
+    get(target, property, receiver) {
+      switch (property) {
+        case 'all':
+          return (...params: unknown[]) => (target.all(...bindAll(params)) as unknown[]).map(decode);
+        case 'get':
+          return (...params: unknown[]) => decode(target.get(...bindAll(params)));
+        case 'run':
+          return (...params: unknown[]) => target.run(...bindAll(params));
+        case 'iterate':
+          return function* (...params: unknown[]) {
+            for (const row of target.iterate(...bindAll(params))) yield decode(row);
+          };
+        default: {
+          const value = Reflect.get(target, property, receiver);
+          return typeof value === 'function' ? value.bind(target) : value;
+        }
+      }
+    },
+  });
+}

@@ -1,0 +1,56 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { Kysely, SqliteDialect, sql, type CreateTableBuilder } from 'kysely';
+import { withPortableValues } from './sqlite-values.ts';
+import type { Storage, TableSnapshot } from './types.ts';
+
+const BUSY_TIMEOUT_MS = 5000;
+
+/** SQLite adapter over better-sqlite3: WAL journal, foreign keys enforced, a busy timeout. */
+export function openSqliteStorage(file: string): Storage {
+  if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  const database = new Database(file);
+  database.pragma('journal_mode = WAL');
+  database.pragma('foreign_keys = ON');
+  database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  const db = new Kysely<any>({ dialect: new SqliteDialect({ database: withPortableValues(database) }) });
+
+  return {
+    db,
+    description: `sqlite:${file}`,
+    types: { json: 'text', timestamp: 'text', text: 'text', integer: 'integer', bigint: 'integer', boolean: 'boolean', double: 'real' },
+    addIdColumn<TB extends string, C extends string>(table: CreateTableBuilder<TB, C>, name = 'id') {
+      return table.addColumn(name, 'integer', (col) => col.primaryKey().autoIncrement()) as CreateTableBuilder<TB, C>;
+    },
+    encodeJson: (value) => (value === undefined ? null : JSON.stringify(value)),
+    decodeJson: <T>(stored: unknown) => (typeof stored === 'string' ? (JSON.parse(stored) as T) : (stored as T)),
+    now: () => new Date().toISOString(),
+    transaction: (work) => db.transaction().execute(work),
+    // One process owns a SQLite file's writes at a time (the driver serialises them), so there is
+    // nothing to coordinate beyond the transaction each migration already runs in.
+    withMigrationLock: (work) => work(),
+    async snapshotSchema() {
+      const tables = await sql<{ name: string }>`
+        select name from sqlite_master
+        where type = 'table' and name not like 'sqlite_%' order by name`.execute(db);
+      const snapshot: TableSnapshot[] = [];
+      for (const { name } of tables.rows) {
+        const columns = database.prepare(`select name, type, "notnull" as nn from pragma_table_info(?) order by cid`).all(name) as { name: string; type: string; nn: number }[];
+        const indexes = database.prepare(`select name from pragma_index_list(?) order by name`).all(name) as { name: string }[];
+        snapshot.push({
+          name,
+          columns: columns.map((c) => ({ name: c.name, type: c.type.toLowerCase(), nullable: c.nn === 0 })),
+          indexes: indexes.map((i) => i.name),
+        });
+      }
+      return snapshot;
+    },
+    async ping() {
+      await sql`select 1`.execute(db);
+    },
+    async close() {
+      await db.destroy();
+    },
+  };
+}

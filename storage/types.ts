@@ -1,0 +1,53 @@
+import type { ColumnDataType, CreateTableBuilder, Kysely, Transaction } from 'kysely';
+
+/**
+ * Column types a migration uses for the portable kinds of data. Each adapter maps them to its
+ * dialect (JSON is `jsonb` on Postgres and `text` on SQLite, timestamps `timestamptz` and ISO text).
+ */
+export interface PortableColumnTypes {
+  readonly json: ColumnDataType;
+  readonly timestamp: ColumnDataType;
+  readonly text: ColumnDataType;
+  readonly integer: ColumnDataType;
+  readonly bigint: ColumnDataType;
+  readonly boolean: ColumnDataType;
+  readonly double: ColumnDataType;
+}
+
+/** What one table looks like, enough to compare schemas before and after migrations. */
+export interface TableSnapshot {
+  name: string;
+  columns: { name: string; type: string; nullable: boolean }[];
+  indexes: string[];
+}
+
+/**
+ * The one storage interface the kernel and plugins see. Nothing outside `storage/` learns which
+ * database is behind it: dialect differences (JSON, identifiers, auto-increment ids, timestamps,
+ * locks) are answered here.
+ */
+export interface Storage {
+  /** Query builder speaking the configured dialect; RETURNING and ON CONFLICT work on both. */
+  readonly db: Kysely<any>;
+  readonly types: PortableColumnTypes;
+  /** Human-readable target with any password removed, for logs. */
+  readonly description: string;
+  /** Adds an integer auto-increment primary key column named `id` (or `name`). */
+  addIdColumn<TB extends string, C extends string>(table: CreateTableBuilder<TB, C>, name?: string): CreateTableBuilder<TB, C>;
+  /** Values for JSON columns: encode before writing, decode after reading. */
+  encodeJson(value: unknown): unknown;
+  decodeJson<T = unknown>(stored: unknown): T;
+  /** Current time as the ISO-8601 UTC string every timestamp column stores and returns. */
+  now(): string;
+  transaction<T>(work: (trx: Transaction<any>) => Promise<T>): Promise<T>;
+  /**
+   * Runs `work` while holding the cluster-wide migration lock, so two instances starting together
+   * against one Postgres never apply the same migration twice.
+   */
+  withMigrationLock<T>(work: () => Promise<T>): Promise<T>;
+  /** Tables (with columns and indexes) of the platform's own namespace, sorted by name. */
+  snapshotSchema(): Promise<TableSnapshot[]>;
+  /** Cheap round trip used by /readyz. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
