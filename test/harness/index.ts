@@ -1,0 +1,3 @@
+export { DIALECTS, POSTGRES_URL, type DialectName } from './dialects.ts';
+export { createScratchDatabase, tempDir } from './scratch-database.ts';
+export { startTestKernel, writeManifest, FIXTURE_PLUGINS, REPO_ROOT, type TestKernel, type TestResponse } from './test-kernel.ts';

@@ -1,0 +1,52 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { POSTGRES_URL, type DialectName } from './dialects.ts';
+
+export interface ScratchDatabase {
+  /** DATABASE_URL of the scratch database. */
+  url: string;
+  drop(): Promise<void>;
+}
+
+/**
+ * A database no other test touches: a fresh SQLite file, or a fresh Postgres database created on
+ * the server TEST_DATABASE_URL points at and dropped afterwards.
+ */
+export async function createScratchDatabase(dialect: DialectName, dir: string): Promise<ScratchDatabase> {
+  if (dialect === 'sqlite') {
+    const file = path.join(dir, `scratch-${crypto.randomUUID()}.db`);
+    return { url: `sqlite:${file}`, drop: async () => undefined };
+  }
+  if (!POSTGRES_URL) throw new Error('TEST_DATABASE_URL is not set');
+  const name = `dp_test_${crypto.randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: POSTGRES_URL });
+  await admin.connect();
+  try {
+    await admin.query(`create database ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(POSTGRES_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const client = new pg.Client({ connectionString: POSTGRES_URL });
+      await client.connect();
+      try {
+        await client.query(`drop database if exists ${name} with (force)`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
+
+/** A temporary directory removed by the returned function. */
+export function tempDir(prefix = 'dp-test-'): { dir: string; remove(): void } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  return { dir, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
+}
