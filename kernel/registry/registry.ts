@@ -95,7 +95,7 @@ export class PluginRegistry implements PluginRegistryService {
   async reload(id: string): Promise<PluginStatus> {
     const entry = [...this.entries.values()].find((e) => e.read.ok && e.read.manifest.id === id);
     if (!entry) throw problems.notFound(`no plugin with id "${id}"`);
-    const failure = await this.serialize(() => this.reconcile([entry.file], false));
+    const failure = await this.serialize(() => this.reconcile([entry.file], false, true));
     const status = this.get(id) ?? statusOf(entry);
     const reason = failure ?? (status.state === 'failed' ? status.reason : null);
     if (reason) throw problems.unprocessable(`reload of plugin "${id}" failed: ${reason}`);
@@ -137,16 +137,16 @@ export class PluginRegistry implements PluginRegistryService {
   }
 
   /**
-   * Applies changed manifest files. Returns the reason a reload was abandoned (old versions kept),
-   * or null when the change was applied.
+   * Applies changed manifest files (`force`: even when their text is unchanged, as an explicit
+   * reload asks). Returns the reason a reload was abandoned (old versions kept), or null.
    */
-  private async reconcile(changedFiles: string[], startup: boolean): Promise<string | null> {
+  private async reconcile(changedFiles: string[], startup: boolean, force = false): Promise<string | null> {
     const { logger } = this.options;
     const reads = new Map<string, ManifestRead | null>();
     for (const file of changedFiles) {
       const previous = this.entries.get(file);
       const read = fs.existsSync(file) ? readManifest(file) : null;
-      if (!startup && previous && read && read.source === previous.read.source) continue; // an editor's touch, not a change
+      if (!startup && !force && previous && read && read.source === previous.read.source) continue; // an editor's touch, not a change
       reads.set(file, read);
     }
     if (reads.size === 0) return null;

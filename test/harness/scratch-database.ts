@@ -29,10 +29,10 @@ export async function createScratchDatabase(dialect: DialectName, dir: string): 
   } finally {
     await admin.end();
   }
-  const url = new URL(POSTGRES_URL);
-  url.pathname = `/${name}`;
+  // Swap the database name only: the URL may name a socket directory as its (percent-encoded) host.
+  const url = POSTGRES_URL.replace(/\/[^/?]*(\?.*)?$/, `/${name}$1`);
   return {
-    url: url.toString(),
+    url,
     async drop() {
       const client = new pg.Client({ connectionString: POSTGRES_URL });
       await client.connect();

@@ -1,0 +1,125 @@
+/**
+ * `npm run bench`: measures, in one run on this machine, a bare Koa hello-world against a kernel
+ * route without auth (the ratio is what matters: both run under the same load on the same box),
+ * the kernel's start-up time with every manifest loaded, and the time one plugin reload takes.
+ * Prints a table and writes test/bench/results/latest.json.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import autocannon from 'autocannon';
+import { loadSettings } from '../../kernel/config.ts';
+import { Kernel } from '../../kernel/kernel.ts';
+import { createLogger } from '../../kernel/logger.ts';
+import { REPO_ROOT, writeManifest } from '../harness/test-kernel.ts';
+
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 8);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
+const STARTUP_RUNS = 5;
+const RELOAD_RUNS = 20;
+const tsx = path.join(REPO_ROOT, 'node_modules/.bin/tsx');
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function startProcess(args: string[], env: NodeJS.ProcessEnv, readyPattern: RegExp): Promise<ChildProcess> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(tsx, args, { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const timer = setTimeout(() => reject(new Error(`${args.join(' ')} did not start in 30 s`)), 30_000);
+    child.stdout!.on('data', (chunk: Buffer) => {
+      if (readyPattern.test(chunk.toString())) {
+        clearTimeout(timer);
+        resolve(child);
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`)));
+  });
+}
+
+async function load(url: string) {
+  await autocannon({ url, connections: CONNECTIONS, duration: 1 }); // warm-up (JIT, pools)
+  const result = await autocannon({ url, connections: CONNECTIONS, duration: DURATION_S });
+  if (result.non2xx || result.errors) throw new Error(`${url}: ${result.non2xx} non-2xx answers, ${result.errors} errors`);
+  return { requests_per_s: Math.round(result.requests.average), latency_p50_ms: result.latency.p50, latency_p99_ms: result.latency.p99 };
+}
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+const round = (ms: number) => Math.round(ms * 10) / 10;
+
+async function main() {
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'dp-bench-'));
+  const manifests = path.join(work, 'manifests');
+  fs.mkdirSync(manifests);
+  for (const file of fs.readdirSync(path.join(REPO_ROOT, 'manifests'))) {
+    const manifest = JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'manifests', file), 'utf8'));
+    manifest.entry = path.relative(manifests, path.resolve(REPO_ROOT, 'manifests', manifest.entry));
+    fs.writeFileSync(path.join(manifests, file), JSON.stringify(manifest));
+  }
+  writeManifest(manifests, { id: 'probe', router: { prefix: '/api/probe', tag: 'probe' } }, 'probe');
+  const manifestCount = fs.readdirSync(manifests).length;
+
+  // Throughput: both servers are separate processes loaded the same way, one after the other.
+  const koaPort = await freePort();
+  const koa = await startProcess(['test/bench/hello-koa.ts', String(koaPort)], {}, /ready/);
+  const baseline = await load(`http://127.0.0.1:${koaPort}/`).finally(() => koa.kill('SIGTERM'));
+  const kernelPort = await freePort();
+  const kernelProcess = await startProcess(['kernel/main.ts'], { PORT: String(kernelPort), DATA_DIR: path.join(work, 'data-load'), MANIFESTS_DIR: manifests, LOG_LEVEL: 'silent', NODE_ENV: 'production', JWT_SECRET: 'b'.repeat(40), TOKEN_HASH_KEY: 'c'.repeat(40), ADMIN_PASSWORD: 'bench-password' }, /listening/);
+  const kernelRoute = await load(`http://127.0.0.1:${kernelPort}/api/probe`).finally(() => kernelProcess.kill('SIGTERM'));
+
+  // Start-up and reload, in process, on a fresh SQLite database each time.
+  const startups: number[] = [];
+  const reloads: number[] = [];
+  for (let run = 0; run < STARTUP_RUNS; run += 1) {
+    const settings = loadSettings({ PORT: '0', DATA_DIR: path.join(work, `data-${run}`), MANIFESTS_DIR: manifests, PLUGIN_WATCH: 'false', ADMIN_PASSWORD: 'bench-password' });
+    const kernel = new Kernel({ settings, logger: createLogger('silent'), print: () => undefined });
+    const started = performance.now();
+    await kernel.start();
+    startups.push(performance.now() - started);
+    if (run === STARTUP_RUNS - 1) {
+      for (let i = 0; i < RELOAD_RUNS; i += 1) {
+        const began = performance.now();
+        await kernel.registry.reload('probe');
+        reloads.push(performance.now() - began);
+      }
+    }
+    await kernel.stop();
+  }
+
+  const results = {
+    measured_at: new Date().toISOString(),
+    machine: { cpus: os.cpus().length, node: process.version },
+    load: { connections: CONNECTIONS, duration_s: DURATION_S },
+    koa_hello_world: baseline,
+    kernel_route_no_auth: kernelRoute,
+    throughput_ratio_kernel_vs_koa: Math.round((kernelRoute.requests_per_s / baseline.requests_per_s) * 100) / 100,
+    startup_ms: { manifests: manifestCount, median: round(median(startups)), runs: startups.map(round) },
+    plugin_reload_ms: { median: round(median(reloads)), max: round(Math.max(...reloads)), runs: RELOAD_RUNS },
+  };
+  console.table({
+    'koa hello-world': { 'req/s': baseline.requests_per_s, 'p50 ms': baseline.latency_p50_ms, 'p99 ms': baseline.latency_p99_ms },
+    'kernel route (no auth)': { 'req/s': kernelRoute.requests_per_s, 'p50 ms': kernelRoute.latency_p50_ms, 'p99 ms': kernelRoute.latency_p99_ms },
+  });
+  console.table({
+    'kernel / koa throughput': { value: results.throughput_ratio_kernel_vs_koa },
+    [`start-up, ${manifestCount} manifests (median ms)`]: { value: results.startup_ms.median },
+    'plugin reload (median ms)': { value: results.plugin_reload_ms.median },
+    'plugin reload (max ms)': { value: results.plugin_reload_ms.max },
+  });
+  const out = path.join(REPO_ROOT, 'test/bench/results/latest.json');
+  fs.writeFileSync(out, `${JSON.stringify(results, null, 2)}\n`);
+  console.log(`results written to ${path.relative(REPO_ROOT, out)}`);
+  fs.rmSync(work, { recursive: true, force: true });
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,119 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { kernelMigrations } from '../../kernel/migrations/index.ts';
+import { pluginMigrationSources } from '../../kernel/registry/migration-sources.ts';
+import { Migrator, openStorage, type Migration, type MigrationSource, type Storage } from '../../storage/index.ts';
+import { createScratchDatabase, DIALECTS, REPO_ROOT, tempDir } from '../harness/index.ts';
+import migratingFixture from '../fixtures/plugins/migrating/index.ts';
+
+const run = promisify(execFile);
+
+const table = (name: string): Migration => ({
+  up: async ({ db, storage }) => void (await storage.addIdColumn(db.schema.createTable(name)).addColumn('label', 'text').execute()),
+  down: async ({ db }) => void (await db.schema.dropTable(name).execute()),
+});
+
+describe.each(DIALECTS)('migrations (%s)', (dialect) => {
+  let storage: Storage;
+  let migrator: Migrator;
+  let drop: () => Promise<void>;
+  const temp = tempDir();
+  let sources: MigrationSource[];
+
+  beforeEach(async () => {
+    const database = await createScratchDatabase(dialect, temp.dir);
+    drop = database.drop;
+    storage = openStorage(database.url, temp.dir);
+    migrator = new Migrator(storage);
+    const plugins = await pluginMigrationSources([path.join(REPO_ROOT, 'manifests')]);
+    expect(plugins.problems).toEqual([]);
+    sources = [{ pluginId: 'kernel', migrations: kernelMigrations }, ...plugins.sources, { pluginId: 'migrating', migrations: migratingFixture.migrations! }];
+  });
+  afterEach(async () => {
+    await storage.close();
+    await drop();
+  });
+
+  it('goes up, down to nothing and up again to the same schema, applying nothing twice', async () => {
+    const applied = await migrator.migrateUp(sources);
+    expect(applied.map((s) => `${s.pluginId}:${s.name}`)).toContain('migrating:2026-01-01T0000_notes');
+    const first = await storage.snapshotSchema();
+    expect(first.map((t) => t.name)).toEqual(expect.arrayContaining(['users', 'organizations', 'organization_members', 'fixture_notes', 'kernel_migrations']));
+    expect(await migrator.migrateUp(sources)).toEqual([]);
+
+    const reverted = await migrator.rollback(sources, '0');
+    expect(reverted.map((s) => s.direction)).toEqual(applied.map(() => 'down'));
+    expect((await storage.snapshotSchema()).map((t) => t.name)).toEqual(['kernel_migrations']);
+    expect(await migrator.status()).toEqual([]);
+
+    await migrator.migrateUp(sources);
+    expect(await storage.snapshotSchema()).toEqual(first);
+  });
+
+  it('rolls back the newest migration, or everything after a named one', async () => {
+    const extra = { pluginId: 'extra', migrations: { '2026-01-01_a': table('extra_a'), '2026-01-02_b': table('extra_b') } };
+    await migrator.migrateUp([...sources, extra]);
+    expect(await migrator.rollback([...sources, extra])).toEqual([{ pluginId: 'extra', name: '2026-01-02_b', direction: 'down' }]);
+    expect((await storage.snapshotSchema()).map((t) => t.name)).not.toContain('extra_b');
+
+    const reverted = await migrator.rollback([...sources, extra], 'kernel:2026-11-21T0000_identity');
+    expect(reverted.map((s) => `${s.pluginId}:${s.name}`)).toEqual(['extra:2026-01-01_a', 'migrating:2026-01-01T0000_notes']);
+    expect(await migrator.status()).toEqual(['kernel:2026-11-21T0000_identity']);
+    await expect(migrator.rollback(sources, 'kernel:no-such-migration')).rejects.toMatchObject({ code: 'KRN_ERR_MIGRATION_UNKNOWN' });
+  });
+
+  it('keeps migrations of different plugins apart even when their names are equal', async () => {
+    const one = { pluginId: 'one', migrations: { '2026-01-01_init': table('one_items') } };
+    const two = { pluginId: 'two', migrations: { '2026-01-01_init': table('two_items') } };
+    expect(await migrator.migrateUp([one, two])).toHaveLength(2);
+    expect(await migrator.status()).toEqual(['one:2026-01-01_init', 'two:2026-01-01_init']);
+  });
+
+  it('refuses a migration named before one already applied', async () => {
+    await migrator.migrateUp([{ pluginId: 'p', migrations: { '2026-02-01_b': table('p_b') } }]);
+    await expect(migrator.migrateUp([{ pluginId: 'p', migrations: { '2026-02-01_b': table('p_b'), '2026-01-01_a': table('p_a') } }])).rejects.toMatchObject({
+      code: 'KRN_ERR_MIGRATION_ORDER',
+    });
+    expect((await storage.snapshotSchema()).map((t) => t.name)).not.toContain('p_a');
+  });
+
+  it('leaves nothing half-applied when a migration fails', async () => {
+    const failing: Migration = {
+      up: async (ctx) => {
+        await table('half_done').up(ctx);
+        throw new Error('second statement failed');
+      },
+    };
+    await expect(migrator.migrateUp([{ pluginId: 'p', migrations: { '2026-01-01_half': failing } }])).rejects.toMatchObject({
+      code: 'KRN_ERR_MIGRATION_FAILED',
+      message: expect.stringContaining('p:2026-01-01_half'),
+    });
+    expect((await storage.snapshotSchema()).map((t) => t.name)).not.toContain('half_done');
+    expect(await migrator.status()).toEqual([]);
+  });
+
+  it('refuses to roll back a migration without a down step and reverts nothing', async () => {
+    const oneWay = { pluginId: 'p', migrations: { '2026-01-01_one_way': { up: table('one_way').up } } };
+    await migrator.migrateUp([oneWay]);
+    await expect(migrator.rollback([oneWay])).rejects.toMatchObject({ code: 'KRN_ERR_MIGRATION_IRREVERSIBLE' });
+    expect(await migrator.status()).toEqual(['p:2026-01-01_one_way']);
+  });
+
+  it('is driven by npm run migrate, with --status and --rollback [--to]', async () => {
+    const database = await createScratchDatabase(dialect, temp.dir);
+    const env = { ...process.env, DATABASE_URL: database.url, DATA_DIR: temp.dir, MANIFESTS_DIR: path.join(REPO_ROOT, 'manifests') };
+    const cli = (...args: string[]) => run(path.join(REPO_ROOT, 'node_modules/.bin/tsx'), ['kernel/migrate-cli.ts', ...args], { cwd: REPO_ROOT, env });
+    try {
+      expect((await cli()).stdout).toContain('applied  kernel:2026-11-21T0000_identity');
+      expect((await cli()).stdout).toContain('database is up to date');
+      expect((await cli('--status')).stdout.trim()).toBe('kernel:2026-11-21T0000_identity');
+      expect((await cli('--rollback', '--to', '0')).stdout).toContain('reverted kernel:2026-11-21T0000_identity');
+      expect((await cli('--status')).stdout.trim()).toBe('');
+      await expect(cli('--to', '0')).rejects.toMatchObject({ stderr: expect.stringContaining('--to goes with --rollback') });
+    } finally {
+      await database.drop();
+    }
+  });
+});
