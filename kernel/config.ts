@@ -44,7 +44,7 @@ export const settingsSchema = z.object({
   JWT_SECRET: optionalSecret,
   JWT_ALGORITHM: z.enum(['HS256', 'HS384', 'HS512']).default('HS256'),
   JWT_EXPIRE_MINUTES: integer(60, 1),
-  TOKEN_HASH_KEY: optionalSecret,
+  PAT_HASH_KEY: optionalSecret,
   PAT_MAX_PER_USER: integer(20, 1),
   PAT_RATE_LIMIT_PER_MIN: integer(0),
   CORS_ALLOWED_ORIGINS: list(),
@@ -52,6 +52,15 @@ export const settingsSchema = z.object({
   IDP_ALLOWED_DOMAINS: list(),
   IDP_JWKS_URL: z.url().default('https://www.googleapis.com/oauth2/v3/certs'),
   IDP_ISSUERS: list('https://accounts.google.com,accounts.google.com'),
+  TRUST_PROXY: bool(false),
+  AUTH_RATE_LIMIT_PER_SEC: integer(5),
+  API_RATE_LIMIT_PER_SEC: integer(100),
+  RESET_TOKEN_TTL_MINUTES: integer(60, 1),
+  SMTP_URL: z
+    .string()
+    .regex(/^smtps?:\/\//, 'must be an smtp:// or smtps:// URL')
+    .optional(),
+  MAIL_FROM: z.string().min(3).default('Data Platform <no-reply@localhost.localdomain>'),
   ADMIN_USERNAME: z.string().min(1).default('admin'),
   ADMIN_PASSWORD: z.string().min(8, 'must be at least 8 characters').optional(),
   ADMIN_EMAIL: z.email().default('admin@localhost.localdomain'),
@@ -73,7 +82,7 @@ export function loadSettings(env: Record<string, string | undefined>): Settings 
   }
   const settings = parsed.data;
   if (settings.NODE_ENV === 'production') {
-    for (const secret of ['JWT_SECRET', 'TOKEN_HASH_KEY'] as const) {
+    for (const secret of ['JWT_SECRET', 'PAT_HASH_KEY'] as const) {
       if (!settings[secret]) throw new SettingsError(`invalid setting ${secret}: required when NODE_ENV=production`);
     }
   }

@@ -2,18 +2,27 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { Migrator, openStorage, type Storage } from '../storage/index.ts';
+import { AuditService } from './audit/audit-service.ts';
 import { Authenticator } from './auth/authenticator.ts';
 import { issueAccessToken, type JwtSettings } from './auth/jwt.ts';
 import { Tenancy } from './auth/tenancy.ts';
 import { bootstrapAdmin } from './bootstrap.ts';
 import type { Settings } from './config.ts';
 import { createApp, type InflightCounter } from './http/app.ts';
+import { RequestScope } from './http/request-scope.ts';
 import { createRouteCompiler } from './http/route-compiler.ts';
+import { GroupDirectory } from './identity/groups.ts';
+import { OrganizationDirectory } from './identity/organizations.ts';
+import { SessionService } from './identity/sessions.ts';
+import { PersonalAccessTokens } from './identity/tokens.ts';
+import { UserDirectory } from './identity/users.ts';
+import { Mailer } from './mail/mailer.ts';
+import { MemoryRateLimitStore } from './rate-limit/rate-limit-store.ts';
 import type { RequestState } from './http/state.ts';
 import { createLogger } from './logger.ts';
 import { kernelMigrations } from './migrations/index.ts';
 import { buildOpenApiDocument } from './openapi.ts';
-import { kernelServices, type ServiceRef } from './plugin-api.ts';
+import { kernelServices, type CapabilityCatalog, type ServiceRef } from './plugin-api.ts';
 import { PluginRegistry } from './registry/registry.ts';
 import { resolveSecrets, type KernelSecrets } from './secrets.ts';
 import type Koa from 'koa';
@@ -35,6 +44,8 @@ export class Kernel {
   readonly migrator: Migrator;
   readonly registry: PluginRegistry;
   readonly app: Koa;
+  readonly audit: AuditService;
+  readonly mailer: Mailer;
   private readonly inflight: InflightCounter;
   private readonly jwt: JwtSettings;
   private server: Server | undefined;
@@ -47,16 +58,46 @@ export class Kernel {
     this.migrator = new Migrator(this.storage);
     this.jwt = { secret: this.secrets.jwtSecret, algorithm: settings.JWT_ALGORITHM, expireMinutes: settings.JWT_EXPIRE_MINUTES };
 
+    const scope = new RequestScope();
+    this.audit = new AuditService(this.storage, scope, this.logger);
+    this.mailer = new Mailer(this.storage, this.logger, settings.MAIL_FROM, settings.SMTP_URL);
+    const users = new UserDirectory(this.storage);
+    const organizations = new OrganizationDirectory(this.storage);
+    const groups = new GroupDirectory(this.storage);
+    const tokens = new PersonalAccessTokens(this.storage, this.secrets.patHashKey, settings.PAT_MAX_PER_USER);
+    const sessions = new SessionService(users, this.audit, this.jwt, {
+      clientId: settings.IDP_CLIENT_ID,
+      allowedDomains: settings.IDP_ALLOWED_DOMAINS,
+      jwksUrl: settings.IDP_JWKS_URL,
+      issuers: settings.IDP_ISSUERS,
+    });
+    const capabilities: CapabilityCatalog = {
+      list: () => [...this.registry.current.capabilities.values()].map((c) => ({ name: c.name, description: c.description, roles: c.roles, plugin_id: c.pluginId })),
+      has: (name) => this.registry.current.capabilities.has(name),
+    };
+    const rateLimitStore = new MemoryRateLimitStore();
+
     const services: Record<string, (pluginId: string) => unknown> = {
       [kernelServices.config.id]: () => Object.freeze({ ...settings }),
       [kernelServices.logger.id]: (pluginId) => this.logger.child({ plugin: pluginId }),
       [kernelServices.storage.id]: () => this.storage,
       [kernelServices.plugins.id]: () => this.registry,
+      [kernelServices.audit.id]: () => this.audit,
+      [kernelServices.mail.id]: () => this.mailer,
+      [kernelServices.users.id]: () => users,
+      [kernelServices.organizations.id]: () => organizations,
+      [kernelServices.groups.id]: () => groups,
+      [kernelServices.tokens.id]: () => tokens,
+      [kernelServices.sessions.id]: () => sessions,
+      [kernelServices.capabilities.id]: () => capabilities,
     };
     const compile = createRouteCompiler({
-      authenticator: new Authenticator(this.storage, this.jwt),
-      tenancy: new Tenancy(this.storage),
+      authenticator: new Authenticator(this.storage, this.jwt, tokens),
+      tenancy: new Tenancy(organizations, this.audit),
+      groups,
       capabilities: () => this.registry.current.capabilities,
+      rateLimits: rateLimitStore,
+      patRateLimitPerMin: settings.PAT_RATE_LIMIT_PER_MIN,
       bodyLimit: settings.BODY_LIMIT,
       validateResponses: settings.VALIDATE_RESPONSES,
     });
@@ -77,6 +118,11 @@ export class Kernel {
       storage: this.storage,
       openapi: () => this.registry.current.openapi((routes) => buildOpenApiDocument(routes, settings.PUBLIC_URL)),
       dispatch: (ctx) => this.registry.current.dispatch(ctx as Koa.Context & { state: RequestState }),
+      scope,
+      corsOrigins: settings.CORS_ALLOWED_ORIGINS,
+      rateLimitStore,
+      rateLimits: { authPerSecond: settings.AUTH_RATE_LIMIT_PER_SEC, apiPerSecond: settings.API_RATE_LIMIT_PER_SEC },
+      trustProxy: settings.TRUST_PROXY,
     });
     this.app = app;
     this.inflight = inflight;
@@ -125,6 +171,7 @@ export class Kernel {
       await closed;
     }
     await this.registry.stop();
+    this.mailer.close();
     await this.storage.close();
   }
 }

@@ -1,5 +1,5 @@
 import { OpenAPIRegistry, OpenApiGeneratorV31, type RouteConfig } from '@asteasolutions/zod-to-openapi';
-import { z } from 'zod';
+import { z, type ZodType } from 'zod';
 import type { MountedRoute } from './registry/generation.ts';
 
 export const RELEASE = '0.1.8';
@@ -58,17 +58,39 @@ export function buildOpenApiDocument(routes: MountedRoute[], serverUrl?: string)
         params: route.request?.params,
         query: route.request?.query,
         headers: route.request?.headers,
-        body: route.request?.body ? { required: true, content: { 'application/json': { schema: route.request.body } } } : undefined,
+        body: route.request?.body
+          ? { required: true, content: Object.fromEntries((route.request.bodyTypes ?? ['application/json']).map((type: string) => [type, { schema: route.request!.body! }])) }
+          : undefined,
       },
       responses,
     });
   }
 
   const tags = [...new Set(routes.map((m) => m.tag))].sort().map((name) => ({ name }));
-  return new OpenApiGeneratorV31(registry.definitions).generateDocument({
+  const document = new OpenApiGeneratorV31(registry.definitions).generateDocument({
     openapi: '3.1.0',
     info: { title: 'Data Platform API', version: RELEASE, description: 'Multi-tenant data platform. Org-scoped routes take the X-Org-Id header.' },
     servers: serverUrl ? [{ url: serverUrl }] : undefined,
     tags,
-  }) as unknown as Record<string, unknown>;
+  });
+  markRequiredParameters(document as never, routes);
+  return document as unknown as Record<string, unknown>;
+}
+
+type ParameterObject = { name?: string; in?: string; required?: boolean };
+
+/**
+ * zod-to-openapi calls a parameter optional when its schema accepts undefined *or null*, so a
+ * coercing schema (`z.coerce.number()` turns null into 0) came out optional although the request
+ * is refused without it. A query or header parameter is required exactly when validation refuses
+ * it missing.
+ */
+function markRequiredParameters(document: { paths?: Record<string, Record<string, { parameters?: ParameterObject[] }>> }, routes: MountedRoute[]) {
+  for (const m of routes) {
+    for (const parameter of document.paths?.[m.path]?.[m.route.method]?.parameters ?? []) {
+      const shape = parameter.in === 'query' ? m.route.request?.query?.shape : parameter.in === 'header' ? m.route.request?.headers?.shape : undefined;
+      const schema = parameter.name === undefined ? undefined : (shape?.[parameter.name] as ZodType | undefined);
+      if (schema) parameter.required = !schema.safeParse(undefined).success;
+    }
+  }
 }

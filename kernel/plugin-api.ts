@@ -8,6 +8,13 @@ import type { Settings } from './config.ts';
 import type { RouteDefinition } from './route.ts';
 import type { PluginManifest } from './registry/manifest.ts';
 import type { Migration, Storage } from '../storage/index.ts';
+import type { AuditService } from './audit/audit-service.ts';
+import type { GroupDirectory } from './identity/groups.ts';
+import type { OrganizationDirectory } from './identity/organizations.ts';
+import type { SessionService } from './identity/sessions.ts';
+import type { PersonalAccessTokens } from './identity/tokens.ts';
+import type { UserDirectory } from './identity/users.ts';
+import type { Mailer } from './mail/mailer.ts';
 
 /** A typed token naming a kernel service; the phantom member carries the service's type. */
 export interface ServiceRef<T> {
@@ -49,7 +56,22 @@ export const kernelServices = {
   logger: serviceRef<Logger>('kernel.logger'),
   storage: serviceRef<Storage>('kernel.storage'),
   plugins: serviceRef<PluginRegistryService>('kernel.plugins'),
+  /** The append-only audit log: record events, query them. */
+  audit: serviceRef<AuditService>('kernel.audit'),
+  mail: serviceRef<Mailer>('kernel.mail'),
+  users: serviceRef<UserDirectory>('kernel.users'),
+  organizations: serviceRef<OrganizationDirectory>('kernel.organizations'),
+  groups: serviceRef<GroupDirectory>('kernel.groups'),
+  tokens: serviceRef<PersonalAccessTokens>('kernel.tokens'),
+  sessions: serviceRef<SessionService>('kernel.sessions'),
+  /** Capability names every loaded plugin defines, with their role baselines. */
+  capabilities: serviceRef<CapabilityCatalog>('kernel.capabilities'),
 };
+
+export interface CapabilityCatalog {
+  list(): { name: string; description: string; roles: readonly string[]; plugin_id: string }[];
+  has(name: string): boolean;
+}
 
 export type ServiceType<R> = R extends ServiceRef<infer T> ? T : never;
 export type ServiceRefs = Record<string, ServiceRef<any>>;
@@ -115,3 +137,7 @@ export function isPluginDefinition(value: unknown): value is PluginDefinition {
 
 export { defineRoute, reply, type RouteDefinition, type Principal } from './route.ts';
 export { HttpProblem, problems } from './problem.ts';
+export * as identitySchemas from './identity/schemas.ts';
+export { toPublicUser, type UserRow, type PublicUser } from './identity/users.ts';
+export { assertStrongPassword } from './identity/password-policy.ts';
+export { randomPassword } from './auth/password.ts';

@@ -12,6 +12,10 @@ export interface RouteRequestSchemas {
   query?: ZodObject;
   headers?: ZodObject;
   body?: ZodType;
+  /** Media types accepted for the (JSON-shaped) body; default `application/json`. */
+  bodyTypes?: string[];
+  /** Body size limit for this route (e.g. `16kb`); default the BODY_LIMIT setting. */
+  bodyLimit?: string;
 }
 
 export interface RouteResponse {
@@ -28,9 +32,14 @@ export interface Principal {
   username: string;
   role: string;
   isPlatformAdmin: boolean;
+  defaultOrgId: number | null;
   /** Effective capabilities of this request (role baseline, groups, token scopes). */
   capabilities: ReadonlySet<string>;
   via: 'jwt' | 'pat';
+  /** The personal access token used, if any. */
+  tokenId: number | null;
+  /** A scoped token's scopes; null = the owner's full permissions. */
+  scopes: ReadonlySet<string> | null;
 }
 
 type Parsed<S> = S extends ZodType ? z.output<S> : undefined;
@@ -42,7 +51,7 @@ export interface RouteInput<R extends RouteRequestSchemas> {
   body: Parsed<R['body']>;
   /** Present on every route whose security is not `none`. */
   principal: Principal | null;
-  /** The current organization on org-scoped routes, else null. */
+  /** The current organization (X-Org-Id, else the user's default); never null on org-scoped routes. */
   orgId: number | null;
   requestId: string;
   log: Logger;

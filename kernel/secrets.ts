@@ -5,7 +5,7 @@ import type { Settings } from './config.ts';
 
 export interface KernelSecrets {
   jwtSecret: string;
-  tokenHashKey: string;
+  patHashKey: string;
 }
 
 const FILE = 'secrets.json';
@@ -25,7 +25,7 @@ export function resolveSecrets(settings: Settings): KernelSecrets {
     generated[key] = crypto.randomBytes(48).toString('base64url');
     return generated[key]!;
   };
-  const secrets = { jwtSecret: pick(settings.JWT_SECRET, 'jwtSecret'), tokenHashKey: pick(settings.TOKEN_HASH_KEY, 'tokenHashKey') };
+  const secrets = { jwtSecret: pick(settings.JWT_SECRET, 'jwtSecret'), patHashKey: pick(settings.PAT_HASH_KEY, 'patHashKey') };
   if (Object.keys(generated).length > 0) {
     fs.mkdirSync(settings.DATA_DIR, { recursive: true });
     fs.writeFileSync(file, JSON.stringify({ ...stored, ...generated }, null, 2), { mode: 0o600 });

@@ -41,6 +41,16 @@ export function openPostgresStorage(connectionString: string, poolSize = 10): St
     addIdColumn<TB extends string, C extends string>(table: CreateTableBuilder<TB, C>, name = 'id') {
       return table.addColumn(name, 'integer', (col) => col.primaryKey().generatedByDefaultAsIdentity()) as CreateTableBuilder<TB, C>;
     },
+    async guardAppendOnly(db, table) {
+      await sql
+        .raw(`create function ${table}_refuse_change() returns trigger language plpgsql as $$ begin raise exception '${table} is append-only'; end $$`)
+        .execute(db);
+      await sql.raw(`create trigger ${table}_append_only before update or delete on ${table} for each statement execute function ${table}_refuse_change()`).execute(db);
+    },
+    async unguardAppendOnly(db, table) {
+      await sql.raw(`drop trigger if exists ${table}_append_only on ${table}`).execute(db);
+      await sql.raw(`drop function if exists ${table}_refuse_change()`).execute(db);
+    },
     // pg serialises objects itself, but arrays would be sent as Postgres arrays: always send text.
     encodeJson: (value) => (value === undefined ? null : JSON.stringify(value)),
     decodeJson: <T>(stored: unknown) => stored as T,

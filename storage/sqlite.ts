@@ -23,6 +23,16 @@ export function openSqliteStorage(file: string): Storage {
     addIdColumn<TB extends string, C extends string>(table: CreateTableBuilder<TB, C>, name = 'id') {
       return table.addColumn(name, 'integer', (col) => col.primaryKey().autoIncrement()) as CreateTableBuilder<TB, C>;
     },
+    async guardAppendOnly(db, table) {
+      for (const operation of ['update', 'delete']) {
+        await sql
+          .raw(`create trigger ${table}_no_${operation} before ${operation} on ${table} begin select raise(abort, '${table} is append-only'); end`)
+          .execute(db);
+      }
+    },
+    async unguardAppendOnly(db, table) {
+      for (const operation of ['update', 'delete']) await sql.raw(`drop trigger if exists ${table}_no_${operation}`).execute(db);
+    },
     encodeJson: (value) => (value === undefined ? null : JSON.stringify(value)),
     decodeJson: <T>(stored: unknown) => (typeof stored === 'string' ? (JSON.parse(stored) as T) : (stored as T)),
     now: () => new Date().toISOString(),

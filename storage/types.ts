@@ -34,6 +34,10 @@ export interface Storage {
   readonly description: string;
   /** Adds an integer auto-increment primary key column named `id` (or `name`). */
   addIdColumn<TB extends string, C extends string>(table: CreateTableBuilder<TB, C>, name?: string): CreateTableBuilder<TB, C>;
+  /** Makes a table append-only: the database itself refuses UPDATE and DELETE on it. */
+  guardAppendOnly(db: Kysely<any>, table: string): Promise<void>;
+  /** Removes what `guardAppendOnly` created (for a migration's down step). */
+  unguardAppendOnly(db: Kysely<any>, table: string): Promise<void>;
   /** Values for JSON columns: encode before writing, decode after reading. */
   encodeJson(value: unknown): unknown;
   decodeJson<T = unknown>(stored: unknown): T;

@@ -1,34 +1,42 @@
-import type { Storage } from '../../storage/index.ts';
+import type { AuditService } from '../audit/audit-service.ts';
+import type { OrganizationDirectory } from '../identity/organizations.ts';
 import { problems } from '../problem.ts';
-import type { Principal } from '../route.ts';
+import type { Identity } from './authenticator.ts';
 
 /**
- * Resolves the current organization of an org-scoped request (spec §5.11): `X-Org-Id` when given,
- * else the user's default organization. Members only; platform admins may enter any organization.
+ * Resolves the current organization (spec §5.11): `X-Org-Id` when given, else the user's default
+ * organization. Members only; a platform admin may enter any organization, and that is audited.
+ * A missing and a foreign organization get the same 403, so ids cannot be probed.
  */
 export class Tenancy {
-  constructor(private readonly storage: Storage) {}
+  constructor(
+    private readonly organizations: OrganizationDirectory,
+    private readonly audit: AuditService,
+  ) {}
 
-  async resolve(principal: Principal, header: string | undefined): Promise<number> {
-    let orgId: number;
-    if (header !== undefined && header !== '') {
-      if (!/^\d+$/.test(header.trim())) throw problems.badRequest('X-Org-Id must be an integer organization id', [{ path: 'headers.x-org-id', message: 'must be an integer' }]);
-      orgId = Number(header.trim());
-    } else {
-      const user = await this.storage.db.selectFrom('users').select('default_org_id').where('id', '=', principal.userId).executeTakeFirst();
-      if (user?.default_org_id == null) throw problems.badRequest('no organization: send X-Org-Id or set a default organization', [{ path: 'headers.x-org-id', message: 'required' }]);
-      orgId = user.default_org_id;
+  /** The current organization; null only when none is named, the user has no default and `required` is false. */
+  async resolve(identity: Identity, header: string | undefined, required: boolean): Promise<number | null> {
+    const given = header?.trim();
+    if (given !== undefined && given !== '') {
+      if (!/^\d{1,15}$/.test(given)) throw problems.badRequest('X-Org-Id must be an integer organization id', [{ path: 'headers.x-org-id', message: 'must be an integer' }]);
+      return this.enter(identity, Number(given));
     }
-    const org = await this.storage.db.selectFrom('organizations').select('id').where('id', '=', orgId).executeTakeFirst();
-    if (!org) throw problems.forbidden(`organization ${orgId} does not exist or you are not a member`);
-    if (principal.isPlatformAdmin) return orgId;
-    const member = await this.storage.db
-      .selectFrom('organization_members')
-      .select('user_id')
-      .where('org_id', '=', orgId)
-      .where('user_id', '=', principal.userId)
-      .executeTakeFirst();
-    if (!member) throw problems.forbidden(`organization ${orgId} does not exist or you are not a member`);
-    return orgId;
+    if (identity.defaultOrgId !== null) {
+      // A route that is not org-scoped still works for a user who left their default organization.
+      if (required || (await this.organizations.isMember(identity.defaultOrgId, identity.userId))) return this.enter(identity, identity.defaultOrgId);
+      if (identity.isPlatformAdmin) return this.enter(identity, identity.defaultOrgId);
+      return null;
+    }
+    if (required) throw problems.badRequest('no organization: send X-Org-Id or set a default organization', [{ path: 'headers.x-org-id', message: 'required' }]);
+    return null;
+  }
+
+  private async enter(identity: Identity, orgId: number): Promise<number> {
+    if (await this.organizations.isMember(orgId, identity.userId)) return orgId;
+    if (identity.isPlatformAdmin && (await this.organizations.get(orgId))) {
+      await this.audit.record({ action: 'tenancy.cross_org_access', targetType: 'organization', targetId: orgId, orgId });
+      return orgId;
+    }
+    throw problems.forbidden(`organization ${orgId} does not exist or you are not a member`);
   }
 }

@@ -2,8 +2,12 @@ import Koa, { type Middleware } from 'koa';
 import type { Logger } from 'pino';
 import type { Storage } from '../../storage/index.ts';
 import { problems } from '../problem.ts';
+import type { RateLimitStore } from '../rate-limit/rate-limit-store.ts';
+import { cors } from './cors.ts';
 import { docsRoutes } from './docs.ts';
+import { rateLimits, type RateLimitSettings } from './rate-limits.ts';
 import { requestContext } from './request-context.ts';
+import type { RequestScope } from './request-scope.ts';
 import { securityHeaders } from './security-headers.ts';
 import type { RequestState } from './state.ts';
 
@@ -13,6 +17,12 @@ export interface AppDeps {
   openapi: () => Record<string, unknown>;
   /** Serves a request from the current plugin generation (read anew for every request). */
   dispatch: Middleware<RequestState>;
+  scope: RequestScope;
+  corsOrigins: readonly string[];
+  rateLimitStore: RateLimitStore;
+  rateLimits: RateLimitSettings;
+  /** Take the client address from X-Forwarded-For (behind a reverse proxy). */
+  trustProxy: boolean;
 }
 
 /** Counts requests in progress so shutdown can wait for them. */
@@ -68,16 +78,19 @@ function healthRoutes(storage: Storage, inflight: InflightCounter): Middleware {
 
 /**
  * The kernel's HTTP pipeline, composed once: request id and problem details, in-flight counting,
- * security headers, health, docs, then one dispatcher into the swappable plugin generation.
+ * security headers, CORS, health, rate limits, docs, then one dispatcher into the swappable plugin
+ * generation.
  */
 export function createApp(deps: AppDeps): { app: Koa; inflight: InflightCounter } {
-  const app = new Koa();
+  const app = new Koa({ proxy: deps.trustProxy });
   const inflight = new InflightCounter();
   app.silent = true; // errors are answered and logged by requestContext
-  app.use(requestContext(deps.logger));
+  app.use(requestContext(deps.logger, deps.scope));
   app.use(inflight.middleware);
   app.use(securityHeaders());
+  app.use(cors(deps.corsOrigins));
   app.use(healthRoutes(deps.storage, inflight));
+  app.use(rateLimits(deps.rateLimitStore, deps.rateLimits));
   app.use(docsRoutes(deps.openapi));
   app.use(deps.dispatch);
   return { app, inflight };

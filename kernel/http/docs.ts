@@ -35,7 +35,8 @@ export function docsRoutes(openapi: () => Record<string, unknown>): Middleware {
     swaggerCdnUrl: '/docs/assets',
     swaggerVersion: 'swagger-ui',
     favicon: '/docs/assets/swagger-ui/favicon-32x32.png',
-    swaggerOptions: { url: '/openapi.json' },
+    // validatorUrl: null, else Swagger UI shows a badge image from validator.swagger.io on any non-localhost host
+    swaggerOptions: { url: '/openapi.json', validatorUrl: null },
   });
   const page = (ctx: Context, html: string) => {
     ctx.type = 'text/html; charset=utf-8';

@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
 import { HttpProblem, isHttpProblem, problemBody } from '../problem.ts';
+import type { RequestScope } from './request-scope.ts';
 import type { RequestState } from './state.ts';
 
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -10,17 +11,18 @@ const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
  * The outermost middleware: a request id on every request and answer, one log line per request,
  * and every error turned into RFC 9457 problem details. A 500 carries the request id, never a stack.
  */
-export function requestContext(logger: Logger): Middleware<RequestState> {
+export function requestContext(logger: Logger, scope: RequestScope): Middleware<RequestState> {
   return async (ctx, next) => {
     const given = ctx.get('X-Request-Id');
     const requestId = CLIENT_REQUEST_ID.test(given) ? given : crypto.randomUUID();
     const log = logger.child({ request_id: requestId });
     ctx.state.requestId = requestId;
     ctx.state.log = log;
+    ctx.state.ip = ctx.ip;
     ctx.set('X-Request-Id', requestId);
     const started = performance.now();
     try {
-      await next();
+      await scope.run(ctx.state, next);
     } catch (err) {
       const problem = toProblem(err);
       if (problem.status >= 500 && !isHttpProblem(err)) log.error({ err }, 'unhandled error');

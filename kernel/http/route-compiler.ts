@@ -1,9 +1,12 @@
 import type { Context, Middleware } from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
 import type { ZodType } from 'zod';
-import type { Authenticator } from '../auth/authenticator.ts';
+import type { Authenticator, Identity } from '../auth/authenticator.ts';
+import { effectiveCapabilities } from '../auth/capabilities.ts';
 import type { Tenancy } from '../auth/tenancy.ts';
+import type { GroupDirectory } from '../identity/groups.ts';
 import { HttpProblem, problems, type FieldError } from '../problem.ts';
+import type { RateLimitStore } from '../rate-limit/rate-limit-store.ts';
 import type { CapabilityInfo, MountedRoute, RouteCompiler } from '../registry/generation.ts';
 import { isReply, type Principal, type RouteDefinition } from '../route.ts';
 import type { RequestState } from './state.ts';
@@ -11,36 +14,44 @@ import type { RequestState } from './state.ts';
 export interface RouteCompilerDeps {
   authenticator: Authenticator;
   tenancy: Tenancy;
+  groups: GroupDirectory;
   capabilities: () => ReadonlyMap<string, CapabilityInfo>;
+  rateLimits: RateLimitStore;
+  /** Requests per minute per personal access token; 0 = unlimited. */
+  patRateLimitPerMin: number;
   bodyLimit: string;
   /** Check every answer against its declared schema (development and test): drift is a 500. */
   validateResponses: boolean;
 }
 
+const PARSED_METHODS = [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE];
+
 /**
  * Compiles a route declaration into the middleware serving it, in a fixed order: authenticate,
- * check the capability, resolve the organization, parse and validate the request, run the handler,
- * check the answer. The plugin version that owns the route counts the request as in flight.
+ * resolve the organization, compute capabilities and check the route's, parse and validate the
+ * request, run the handler, check the answer. The owning plugin version counts it as in flight.
  */
 export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
-  const parseJson = koaBody({ jsonLimit: deps.bodyLimit, json: true, jsonStrict: false, urlencoded: false, text: false, multipart: false, parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE] });
-
   return (mounted: MountedRoute): Middleware => {
     const { route, plugin } = mounted;
+    const bodyTypes = route.request?.bodyTypes ?? ['application/json'];
+    const parseBody = koaBody({
+      jsonLimit: route.request?.bodyLimit ?? deps.bodyLimit,
+      jsonTypes: bodyTypes,
+      json: true,
+      jsonStrict: false,
+      urlencoded: false,
+      text: false,
+      multipart: false,
+      parsedMethods: PARSED_METHODS,
+    });
     return (ctx) =>
       plugin.track(async () => {
         const state = ctx.state as RequestState;
-        const principal = await authenticate(route, ctx, deps);
-        if (route.capability && !principal?.capabilities.has(route.capability)) {
-          throw problems.forbidden(`this operation needs the capability "${route.capability}"`);
-        }
-        state.principal = principal ?? undefined;
-        const orgId = route.orgScoped && principal ? await deps.tenancy.resolve(principal, ctx.get('X-Org-Id') || undefined) : null;
-        state.orgId = orgId ?? undefined;
-
+        const principal = await authorize(route, ctx, state, deps);
         if (route.request?.body) {
-          if (ctx.request.length && !ctx.is('application/json')) throw new HttpProblem(415, `send the body as application/json, not ${ctx.request.type || 'an unnamed type'}`);
-          await parseJson(ctx, async () => undefined);
+          if (ctx.request.length && !ctx.is(bodyTypes)) throw new HttpProblem(415, `send the body as ${bodyTypes.join(' or ')}, not ${ctx.request.type || 'an unnamed type'}`);
+          await parseBody(ctx, async () => undefined);
         }
         const errors: FieldError[] = [];
         const params = check('params', route.request?.params, (ctx as unknown as { params: unknown }).params ?? {}, errors);
@@ -49,16 +60,36 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
         const body = check('body', route.request?.body, ctx.request.body, errors);
         if (errors.length) throw problems.badRequest(`request validation failed: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
 
+        const orgId = state.orgId ?? null;
         const result = await route.handler({ params, query, headers, body, principal, orgId, requestId: state.requestId, log: state.log, koa: ctx } as never);
         respond(ctx, route, result, deps.validateResponses);
       });
   };
 }
 
-async function authenticate(route: RouteDefinition, ctx: Context, deps: RouteCompilerDeps): Promise<Principal | null> {
+/** Who calls, in which organization, with which capabilities; refuses what the route does not allow. */
+async function authorize(route: RouteDefinition, ctx: Context, state: RequestState, deps: RouteCompilerDeps): Promise<Principal | null> {
   if (route.security === 'none') return null;
-  if (route.security === 'bearer') return deps.authenticator.authenticate(ctx.get('Authorization') || undefined, deps.capabilities());
-  throw problems.notImplemented('no data API key authenticator is installed');
+  if (route.security === 'apiKey') throw problems.notImplemented('no data API key authenticator is installed');
+  const identity = await deps.authenticator.identify(ctx.get('Authorization') || undefined);
+  if (identity.via === 'pat' && deps.patRateLimitPerMin > 0) await limitToken(identity, deps);
+  const orgId = await deps.tenancy.resolve(identity, ctx.get('X-Org-Id') || undefined, route.orgScoped === true);
+  const capabilities = await effectiveCapabilities(identity, orgId, deps.capabilities(), deps.groups);
+  const principal: Principal = { ...identity, capabilities };
+  state.principal = principal;
+  state.orgId = orgId ?? undefined;
+  if (route.capability && !capabilities.has(route.capability)) {
+    const scoped = identity.scopes && !identity.scopes.has(route.capability) ? ' (not among this token\u2019s scopes)' : '';
+    throw problems.forbidden(`this operation needs the capability "${route.capability}"${scoped}`);
+  }
+  return principal;
+}
+
+async function limitToken(identity: Identity, deps: RouteCompilerDeps) {
+  const decision = await deps.rateLimits.take(`pat:${identity.tokenId}`, deps.patRateLimitPerMin, 60_000);
+  if (!decision.allowed) {
+    throw problems.tooManyRequests(`this token made more than ${deps.patRateLimitPerMin} requests in a minute`, Math.max(1, Math.ceil(decision.retryAfterMs / 1000)));
+  }
 }
 
 function check(location: string, schema: ZodType | undefined, value: unknown, errors: FieldError[]): unknown {

@@ -5,6 +5,8 @@ import type { Principal } from '../route.ts';
 export interface RequestState {
   requestId: string;
   log: Logger;
+  /** Client address (the first X-Forwarded-For hop when TRUST_PROXY is on). */
+  ip: string;
   principal?: Principal;
   orgId?: number;
 }

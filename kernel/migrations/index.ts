@@ -40,4 +40,82 @@ export const kernelMigrations: Record<string, Migration> = {
       await db.schema.dropTable('organizations').execute();
     },
   },
+  '2026-11-22T0000_governance': {
+    async up({ db, storage }) {
+      const { types } = storage;
+      await db.schema.alterTable('users').addColumn('reset_token_hash', 'text').execute();
+      await db.schema.alterTable('users').addColumn('reset_token_expires_at', types.timestamp).execute();
+      await storage
+        .addIdColumn(db.schema.createTable('personal_access_tokens'))
+        .addColumn('user_id', 'integer', (c) => c.notNull().references('users.id').onDelete('cascade'))
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('token_hash', 'text', (c) => c.notNull().unique())
+        .addColumn('hash_kind', 'text', (c) => c.notNull())
+        .addColumn('token_prefix', 'text', (c) => c.notNull())
+        .addColumn('scopes', types.json)
+        .addColumn('created_at', types.timestamp, (c) => c.notNull())
+        .addColumn('expires_at', types.timestamp)
+        .addColumn('last_used_at', types.timestamp)
+        .addColumn('revoked_at', types.timestamp)
+        .addColumn('revoked_by', 'integer')
+        .execute();
+      await db.schema.createIndex('personal_access_tokens_user').on('personal_access_tokens').column('user_id').execute();
+      await storage
+        .addIdColumn(db.schema.createTable('groups'))
+        .addColumn('org_id', 'integer', (c) => c.notNull().references('organizations.id').onDelete('cascade'))
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('description', 'text')
+        .addColumn('created_at', types.timestamp, (c) => c.notNull())
+        .addUniqueConstraint('groups_org_name', ['org_id', 'name'])
+        .execute();
+      await db.schema
+        .createTable('group_capabilities')
+        .addColumn('group_id', 'integer', (c) => c.notNull().references('groups.id').onDelete('cascade'))
+        .addColumn('capability', 'text', (c) => c.notNull())
+        .addPrimaryKeyConstraint('group_capabilities_pk', ['group_id', 'capability'])
+        .execute();
+      await db.schema
+        .createTable('group_members')
+        .addColumn('group_id', 'integer', (c) => c.notNull().references('groups.id').onDelete('cascade'))
+        .addColumn('user_id', 'integer', (c) => c.notNull().references('users.id').onDelete('cascade'))
+        .addColumn('created_at', types.timestamp, (c) => c.notNull())
+        .addPrimaryKeyConstraint('group_members_pk', ['group_id', 'user_id'])
+        .execute();
+      await db.schema.createIndex('group_members_user').on('group_members').column('user_id').execute();
+      await storage
+        .addIdColumn(db.schema.createTable('audit_log'))
+        .addColumn('at', types.timestamp, (c) => c.notNull())
+        .addColumn('actor_user_id', 'integer')
+        .addColumn('actor_username', 'text')
+        .addColumn('action', 'text', (c) => c.notNull())
+        .addColumn('outcome', 'text', (c) => c.notNull())
+        .addColumn('target_type', 'text')
+        .addColumn('target_id', 'text')
+        .addColumn('org_id', 'integer')
+        .addColumn('ip', 'text')
+        .addColumn('request_id', 'text')
+        .addColumn('details', types.json, (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('audit_log_org').on('audit_log').columns(['org_id', 'id']).execute();
+      await storage.guardAppendOnly(db, 'audit_log');
+      await storage
+        .addIdColumn(db.schema.createTable('mail_outbox'))
+        .addColumn('recipient', 'text', (c) => c.notNull())
+        .addColumn('subject', 'text', (c) => c.notNull())
+        .addColumn('body', 'text', (c) => c.notNull())
+        .addColumn('created_at', types.timestamp, (c) => c.notNull())
+        .execute();
+    },
+    async down({ db, storage }) {
+      await db.schema.dropTable('mail_outbox').execute();
+      await storage.unguardAppendOnly(db, 'audit_log');
+      await db.schema.dropTable('audit_log').execute();
+      await db.schema.dropTable('group_members').execute();
+      await db.schema.dropTable('group_capabilities').execute();
+      await db.schema.dropTable('groups').execute();
+      await db.schema.dropTable('personal_access_tokens').execute();
+      await db.schema.alterTable('users').dropColumn('reset_token_expires_at').execute();
+      await db.schema.alterTable('users').dropColumn('reset_token_hash').execute();
+    },
+  },
 };

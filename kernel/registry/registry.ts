@@ -146,7 +146,8 @@ export class PluginRegistry implements PluginRegistryService {
     for (const file of changedFiles) {
       const previous = this.entries.get(file);
       const read = fs.existsSync(file) ? readManifest(file) : null;
-      if (!startup && !force && previous && read && read.source === previous.read.source) continue; // an editor's touch, not a change
+      // An editor's touch, not a change: unless a rejected edit is pending, then the text was put back and is applied again.
+      if (!startup && !force && previous && read && read.source === previous.read.source && !previous.lastReloadError) continue;
       reads.set(file, read);
     }
     if (reads.size === 0) return null;
@@ -215,7 +216,10 @@ export class PluginRegistry implements PluginRegistryService {
         );
         created.push(plugin);
         const conflict = findConflict(plugin, stagedLive.values());
-        if (conflict) throw conflict;
+        if (conflict) {
+          await plugin.dispose(); // init ran: withdraw its contributions and run its onDispose
+          throw conflict;
+        }
         stagedLive.set(id, plugin);
         outcomes.set(id, { state: 'loaded', error: null, live: plugin });
       } catch (err) {
@@ -240,7 +244,8 @@ export class PluginRegistry implements PluginRegistryService {
     for (const [file, read] of desired) {
       const previous = this.entries.get(file);
       const duplicate = duplicates.get(file);
-      const outcome = read.ok ? outcomes.get(read.manifest.id) : undefined;
+      // A duplicate's id belongs to the other file: that file's outcome is not this one's.
+      const outcome = read.ok && !duplicate ? outcomes.get(read.manifest.id) : undefined;
       if (!reads.has(file) && !outcome && !duplicate) continue;
       const error = duplicate ?? outcome?.error ?? (read.ok ? null : pluginErrors.manifest(read.error));
       this.entries.set(file, {

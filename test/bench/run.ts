@@ -71,7 +71,7 @@ async function main() {
   const koa = await startProcess(['test/bench/hello-koa.ts', String(koaPort)], {}, /ready/);
   const baseline = await load(`http://127.0.0.1:${koaPort}/`).finally(() => koa.kill('SIGTERM'));
   const kernelPort = await freePort();
-  const kernelProcess = await startProcess(['kernel/main.ts'], { PORT: String(kernelPort), DATA_DIR: path.join(work, 'data-load'), MANIFESTS_DIR: manifests, LOG_LEVEL: 'silent', NODE_ENV: 'production', JWT_SECRET: 'b'.repeat(40), TOKEN_HASH_KEY: 'c'.repeat(40), ADMIN_PASSWORD: 'bench-password' }, /listening/);
+  const kernelProcess = await startProcess(['kernel/main.ts'], { PORT: String(kernelPort), DATA_DIR: path.join(work, 'data-load'), MANIFESTS_DIR: manifests, LOG_LEVEL: 'silent', NODE_ENV: 'production', JWT_SECRET: 'b'.repeat(40), PAT_HASH_KEY: 'c'.repeat(40), ADMIN_PASSWORD: 'bench-password' }, /listening/);
   const kernelRoute = await load(`http://127.0.0.1:${kernelPort}/api/probe`).finally(() => kernelProcess.kill('SIGTERM'));
 
   // Start-up and reload, in process, on a fresh SQLite database each time.

@@ -58,6 +58,9 @@ export async function startTestKernel(options: TestKernelOptions): Promise<TestK
     MANIFESTS_DIR: (options.manifestDirs ?? [path.join(REPO_ROOT, 'manifests')]).join(path.delimiter),
     PLUGIN_WATCH: 'false',
     ADMIN_PASSWORD: 'admin-password-1',
+    // Suites that test the limits turn them on; everything else would trip over them.
+    AUTH_RATE_LIMIT_PER_SEC: '0',
+    API_RATE_LIMIT_PER_SEC: '0',
     ...options.env,
   });
   const kernel = new Kernel({ settings, logger: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'), print: () => undefined });

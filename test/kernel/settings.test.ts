@@ -47,7 +47,7 @@ describe('settings', () => {
 
   it('requires the secrets in production', () => {
     expect(() => loadSettings({ NODE_ENV: 'production' })).toThrow('invalid setting JWT_SECRET: required when NODE_ENV=production');
-    expect(() => loadSettings({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32) })).toThrow('invalid setting TOKEN_HASH_KEY');
+    expect(() => loadSettings({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32) })).toThrow('invalid setting PAT_HASH_KEY');
   });
 
   it('generates missing secrets once, 0600, and keeps them across restarts', () => {
@@ -56,7 +56,7 @@ describe('settings', () => {
     const file = path.join(temp.dir, 'secrets.json');
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);
     expect(first.jwtSecret.length).toBeGreaterThanOrEqual(32);
-    expect(first.jwtSecret).not.toBe(first.tokenHashKey);
+    expect(first.jwtSecret).not.toBe(first.patHashKey);
     expect(resolveSecrets(settings)).toEqual(first);
   });
 

@@ -40,7 +40,7 @@ describe.each(DIALECTS)('migrations (%s)', (dialect) => {
     const applied = await migrator.migrateUp(sources);
     expect(applied.map((s) => `${s.pluginId}:${s.name}`)).toContain('migrating:2026-01-01T0000_notes');
     const first = await storage.snapshotSchema();
-    expect(first.map((t) => t.name)).toEqual(expect.arrayContaining(['users', 'organizations', 'organization_members', 'fixture_notes', 'kernel_migrations']));
+    expect(first.map((t) => t.name)).toEqual(expect.arrayContaining(['users', 'organizations', 'organization_members', 'personal_access_tokens', 'groups', 'audit_log', 'fixture_notes', 'kernel_migrations']));
     expect(await migrator.migrateUp(sources)).toEqual([]);
 
     const reverted = await migrator.rollback(sources, '0');
@@ -59,7 +59,7 @@ describe.each(DIALECTS)('migrations (%s)', (dialect) => {
     expect((await storage.snapshotSchema()).map((t) => t.name)).not.toContain('extra_b');
 
     const reverted = await migrator.rollback([...sources, extra], 'kernel:2026-11-21T0000_identity');
-    expect(reverted.map((s) => `${s.pluginId}:${s.name}`)).toEqual(['extra:2026-01-01_a', 'migrating:2026-01-01T0000_notes']);
+    expect(reverted.map((s) => `${s.pluginId}:${s.name}`)).toEqual(['extra:2026-01-01_a', 'migrating:2026-01-01T0000_notes', 'kernel:2026-11-22T0000_governance']);
     expect(await migrator.status()).toEqual(['kernel:2026-11-21T0000_identity']);
     await expect(migrator.rollback(sources, 'kernel:no-such-migration')).rejects.toMatchObject({ code: 'KRN_ERR_MIGRATION_UNKNOWN' });
   });
@@ -108,7 +108,8 @@ describe.each(DIALECTS)('migrations (%s)', (dialect) => {
     try {
       expect((await cli()).stdout).toContain('applied  kernel:2026-11-21T0000_identity');
       expect((await cli()).stdout).toContain('database is up to date');
-      expect((await cli('--status')).stdout.trim()).toBe('kernel:2026-11-21T0000_identity');
+      expect((await cli('--status')).stdout.trim().split('\n')).toEqual(['kernel:2026-11-21T0000_identity', 'kernel:2026-11-22T0000_governance']);
+      expect((await cli('--rollback')).stdout.trim()).toBe('reverted kernel:2026-11-22T0000_governance');
       expect((await cli('--rollback', '--to', '0')).stdout).toContain('reverted kernel:2026-11-21T0000_identity');
       expect((await cli('--status')).stdout.trim()).toBe('');
       await expect(cli('--to', '0')).rejects.toMatchObject({ stderr: expect.stringContaining('--to goes with --rollback') });

@@ -1,0 +1,32 @@
+import type { Middleware } from 'koa';
+import { problems } from '../problem.ts';
+import type { RateLimitStore } from '../rate-limit/rate-limit-store.ts';
+import type { RequestState } from './state.ts';
+
+export interface RateLimitSettings {
+  /** Requests per second per client address on /api/auth/*; 0 = off. */
+  authPerSecond: number;
+  /** Requests per second per client address on the rest of /api/; 0 = off. */
+  apiPerSecond: number;
+}
+
+const retryAfter = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
+
+/**
+ * The spec's two client-address buckets (§8), applied in the app: the auth bucket answers 503 as
+ * the spec's reverse proxy does, the general /api/ bucket 429. Both carry Retry-After.
+ */
+export function rateLimits(store: RateLimitStore, settings: RateLimitSettings): Middleware<RequestState> {
+  return async (ctx, next) => {
+    if (ctx.path.startsWith('/api/auth/') || ctx.path === '/api/auth') {
+      if (settings.authPerSecond > 0) {
+        const decision = await store.take(`auth:${ctx.state.ip}`, settings.authPerSecond, 1000);
+        if (!decision.allowed) throw problems.unavailable('too many authentication requests from this address; retry later', retryAfter(decision.retryAfterMs));
+      }
+    } else if (ctx.path.startsWith('/api/') && settings.apiPerSecond > 0) {
+      const decision = await store.take(`api:${ctx.state.ip}`, settings.apiPerSecond, 1000);
+      if (!decision.allowed) throw problems.tooManyRequests('too many requests from this address; retry later', retryAfter(decision.retryAfterMs));
+    }
+    await next();
+  };
+}

@@ -1,0 +1,225 @@
+import crypto from 'node:crypto';
+import zlib from 'node:zlib';
+import type { Storage } from '../../storage/index.ts';
+import { problems } from '../problem.ts';
+
+export const PAT_PREFIX = 'svc_';
+const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+/** 43 base62 characters carry 256 bits: as much as 32 random bytes. */
+const RANDOM_LENGTH = 43;
+const CHECKSUM_LENGTH = 6;
+const DISPLAY_PREFIX_LENGTH = PAT_PREFIX.length + 6;
+
+function randomBase62(length: number): string {
+  let out = '';
+  while (out.length < length) {
+    for (const byte of crypto.randomBytes(length)) {
+      if (byte < 248 && out.length < length) out += ALPHABET[byte % 62]; // 248 = 4 × 62: no modulo bias
+    }
+  }
+  return out;
+}
+
+function checksum(body: string): string {
+  let value = zlib.crc32(body);
+  let out = '';
+  for (let i = 0; i < CHECKSUM_LENGTH; i += 1) {
+    out = ALPHABET[value % 62] + out;
+    value = Math.floor(value / 62);
+  }
+  return out;
+}
+
+/**
+ * A new secret: `svc_` + 43 random base62 characters + a 6-character CRC32 checksum, so secret
+ * scanners can recognise a real token (and reject a typo) without asking the server.
+ */
+export function generatePatSecret(): string {
+  const body = randomBase62(RANDOM_LENGTH);
+  return `${PAT_PREFIX}${body}${checksum(body)}`;
+}
+
+/** True when the secret has the PAT shape and its checksum matches. */
+export function hasValidChecksum(secret: string): boolean {
+  const body = secret.slice(PAT_PREFIX.length, PAT_PREFIX.length + RANDOM_LENGTH);
+  return secret.length === PAT_PREFIX.length + RANDOM_LENGTH + CHECKSUM_LENGTH && secret.startsWith(PAT_PREFIX) && secret.endsWith(checksum(body));
+}
+
+export interface TokenRow {
+  id: number;
+  user_id: number;
+  name: string;
+  token_hash: string;
+  hash_kind: 'hmac' | 'sha256';
+  token_prefix: string;
+  scopes: unknown;
+  created_at: string;
+  expires_at: string | null;
+  last_used_at: string | null;
+  revoked_at: string | null;
+  revoked_by: number | null;
+}
+
+export interface TokenInfo {
+  id: number;
+  user_id: number;
+  username?: string;
+  name: string;
+  token_prefix: string;
+  scopes: string[] | null;
+  created_at: string;
+  expires_at: string | null;
+  last_used_at: string | null;
+  revoked_at: string | null;
+  state: 'active' | 'revoked' | 'expired';
+}
+
+/** A resolved PAT: its row and its owner. */
+export interface ResolvedToken {
+  token: TokenRow;
+  scopes: string[] | null;
+}
+
+/**
+ * Personal access tokens (spec §2.3, §3.1, §5.5–5.9). Only a keyed HMAC-SHA256 of each secret is
+ * stored; rows from earlier releases holding a bare SHA-256 are upgraded on their first use.
+ */
+export class PersonalAccessTokens {
+  constructor(
+    private readonly storage: Storage,
+    private readonly hashKey: string,
+    private readonly maxPerUser: number,
+  ) {}
+
+  hmac(secret: string): string {
+    return crypto.createHmac('sha256', this.hashKey).update(secret).digest('hex');
+  }
+
+  async mint(userId: number, input: { name: string; scopes: string[] | null; expiresInDays: number }): Promise<{ secret: string; info: TokenInfo }> {
+    const now = new Date();
+    const secret = generatePatSecret();
+    return this.storage.transaction(async (trx) => {
+      const active = await trx
+        .selectFrom('personal_access_tokens')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('user_id', '=', userId)
+        .where('revoked_at', 'is', null)
+        .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', now.toISOString())]))
+        .executeTakeFirstOrThrow();
+      if (Number(active.n) >= this.maxPerUser) {
+        throw problems.conflict(`you already have ${this.maxPerUser} active tokens (PAT_MAX_PER_USER); revoke one before minting another`);
+      }
+      const row = (await trx
+        .insertInto('personal_access_tokens')
+        .values({
+          user_id: userId,
+          name: input.name,
+          token_hash: this.hmac(secret),
+          hash_kind: 'hmac',
+          token_prefix: secret.slice(0, DISPLAY_PREFIX_LENGTH),
+          scopes: input.scopes === null ? null : this.storage.encodeJson([...new Set(input.scopes)].sort()),
+          created_at: now.toISOString(),
+          expires_at: input.expiresInDays === 0 ? null : new Date(now.getTime() + input.expiresInDays * 86_400_000).toISOString(),
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow()) as TokenRow;
+      return { secret, info: this.toInfo(row) };
+    });
+  }
+
+  /**
+   * The live token a secret names, or a reason it is refused. Stamps `last_used_at` on success;
+   * upgrades a legacy SHA-256 row to HMAC on its first use.
+   */
+  async resolve(secret: string): Promise<ResolvedToken | { refused: string }> {
+    if (!hasValidChecksum(secret) && !(await this.hasLegacyRow(secret))) return { refused: 'unknown token' };
+    const hmac = this.hmac(secret);
+    let token = (await this.storage.db.selectFrom('personal_access_tokens').selectAll().where('token_hash', '=', hmac).where('hash_kind', '=', 'hmac').executeTakeFirst()) as
+      | TokenRow
+      | undefined;
+    if (!token) {
+      const legacy = crypto.createHash('sha256').update(secret).digest('hex');
+      token = (await this.storage.db
+        .updateTable('personal_access_tokens')
+        .set({ token_hash: hmac, hash_kind: 'hmac' })
+        .where('token_hash', '=', legacy)
+        .where('hash_kind', '=', 'sha256')
+        .returningAll()
+        .executeTakeFirst()) as TokenRow | undefined;
+    }
+    if (!token) return { refused: 'unknown token' };
+    if (token.revoked_at) return { refused: 'token revoked' };
+    const now = this.storage.now();
+    if (token.expires_at && token.expires_at <= now) return { refused: 'token expired' };
+    await this.storage.db.updateTable('personal_access_tokens').set({ last_used_at: now }).where('id', '=', token.id).execute();
+    return { token, scopes: this.storage.decodeJson<string[] | null>(token.scopes) ?? null };
+  }
+
+  async listForUser(userId: number): Promise<TokenInfo[]> {
+    const rows = await this.storage.db.selectFrom('personal_access_tokens').selectAll().where('user_id', '=', userId).orderBy('id').execute();
+    return rows.map((r) => this.toInfo(r as TokenRow));
+  }
+
+  /** Every token whose owner is a member of the organization. */
+  async listForOrganization(orgId: number): Promise<TokenInfo[]> {
+    const rows = await this.orgTokens(orgId).orderBy('t.id').execute();
+    return rows.map((r) => ({ ...this.toInfo(r as unknown as TokenRow), username: r.username as string }));
+  }
+
+  /** Revokes the caller's own token; someone else's is "not found". */
+  async revokeOwn(userId: number, id: number): Promise<TokenInfo> {
+    const row = (await this.storage.db.selectFrom('personal_access_tokens').selectAll().where('id', '=', id).where('user_id', '=', userId).executeTakeFirst()) as TokenRow | undefined;
+    if (!row) throw problems.notFound(`no token ${id} of yours`);
+    return this.revoke(row, userId);
+  }
+
+  /** Revokes any token of a member of the organization (org.admin governance). */
+  async revokeInOrganization(orgId: number, id: number, adminId: number): Promise<TokenInfo & { user_id: number }> {
+    const row = (await this.orgTokens(orgId).where('t.id', '=', id).executeTakeFirst()) as unknown as TokenRow | undefined;
+    if (!row) throw problems.notFound(`no token ${id} in this organization`);
+    return this.revoke(row, adminId);
+  }
+
+  private async revoke(row: TokenRow, by: number): Promise<TokenInfo> {
+    if (row.revoked_at) return this.toInfo(row);
+    const updated = await this.storage.db
+      .updateTable('personal_access_tokens')
+      .set({ revoked_at: this.storage.now(), revoked_by: by })
+      .where('id', '=', row.id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    return this.toInfo(updated as TokenRow);
+  }
+
+  private orgTokens(orgId: number) {
+    return this.storage.db
+      .selectFrom('personal_access_tokens as t')
+      .innerJoin('organization_members as m', 'm.user_id', 't.user_id')
+      .innerJoin('users as u', 'u.id', 't.user_id')
+      .selectAll('t')
+      .select('u.username')
+      .where('m.org_id', '=', orgId);
+  }
+
+  /** Legacy secrets predate the checksum; only they may skip the checksum check. */
+  private async hasLegacyRow(secret: string): Promise<boolean> {
+    const legacy = crypto.createHash('sha256').update(secret).digest('hex');
+    return !!(await this.storage.db.selectFrom('personal_access_tokens').select('id').where('token_hash', '=', legacy).where('hash_kind', '=', 'sha256').executeTakeFirst());
+  }
+
+  private toInfo(row: TokenRow): TokenInfo {
+    const now = this.storage.now();
+    return {
+      id: row.id,
+      user_id: row.user_id,
+      name: row.name,
+      token_prefix: row.token_prefix,
+      scopes: this.storage.decodeJson<string[] | null>(row.scopes) ?? null,
+      created_at: row.created_at,
+      expires_at: row.expires_at,
+      last_used_at: row.last_used_at,
+      revoked_at: row.revoked_at,
+      state: row.revoked_at ? 'revoked' : row.expires_at && row.expires_at <= now ? 'expired' : 'active',
+    };
+  }
+}

@@ -1,0 +1,81 @@
+import crypto from 'node:crypto';
+import { z } from 'zod';
+import {
+  assertStrongPassword,
+  defineRoute,
+  identitySchemas as s,
+  problems,
+} from '../../kernel/plugin-api.ts';
+import type { AuthServices } from './services.ts';
+
+const hashResetToken = (token: string) => crypto.createHash('sha256').update(token).digest('hex');
+
+/** Password change, forgotten password and reset (spec §3.2, §5.10). */
+export function passwordRoutes({ users, sessions, mail, audit, config, logger }: AuthServices) {
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/change-password',
+      summary: 'Change your own password (clears must_reset_password)',
+      security: 'bearer',
+      request: { body: z.object({ old_password: z.string().min(1), new_password: z.string().min(1) }) },
+      responses: { 200: { description: 'Password changed', schema: s.statusMessageSchema } },
+      handler: async ({ body, principal }) => {
+        const user = await users.require(principal!.userId);
+        if (!(await users.checkPassword(user, body.old_password))) {
+          await audit.record({ action: 'auth.password.change', outcome: 'failure', targetType: 'user', targetId: user.id, details: { reason: 'wrong old password' } });
+          throw problems.badRequest('the old password is not correct', [{ path: 'body.old_password', message: 'incorrect' }]);
+        }
+        if (body.old_password === body.new_password) throw problems.badRequest('password too weak: must differ from the old password', [{ path: 'body.new_password', message: 'must differ from the old password' }]);
+        assertStrongPassword(body.new_password, user);
+        await users.setPassword(user.id, body.new_password, false);
+        await audit.record({ action: 'auth.password.change', targetType: 'user', targetId: user.id });
+        return { status: 'password changed' };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/forgot-password',
+      summary: 'E-mail a one-time reset token; answers the same whether or not the address is known',
+      security: 'none',
+      request: { body: z.object({ email: z.string().min(3).max(320) }) },
+      responses: { 202: { description: 'Accepted', schema: s.statusMessageSchema } },
+      handler: async ({ body }) => {
+        const user = await users.findByEmail(body.email);
+        await audit.record({ action: 'auth.password.forgot', actor: { userId: null, username: null }, targetType: 'user', targetId: user?.id ?? null, orgId: user?.default_org_id ?? null, details: { known_address: !!user } });
+        if (user?.is_active) {
+          const token = crypto.randomBytes(32).toString('base64url');
+          await users.setResetToken(user.id, hashResetToken(token), new Date(Date.now() + config.RESET_TOKEN_TTL_MINUTES * 60_000).toISOString());
+          // Not awaited: a known address must not answer slower than an unknown one.
+          mail
+            .send({
+              to: user.email,
+              subject: 'Reset your password',
+              text: `Someone asked to reset the password of ${user.username}.\nUse this one-time token within ${config.RESET_TOKEN_TTL_MINUTES} minutes:\n\n${token}\n\nIf it was not you, ignore this mail.\n`,
+            })
+            .catch((err) => logger.error({ err: (err as Error).message, user_id: user.id }, 'reset mail could not be sent'));
+        }
+        return { status: 'if the address belongs to an account, a reset token has been e-mailed' };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/reset-password',
+      summary: 'Redeem a reset token: set a new password and get a fresh access token',
+      security: 'none',
+      request: { body: z.object({ token: z.string().min(1).max(200), new_password: z.string().min(1) }) },
+      responses: { 200: { description: 'A fresh access token', schema: s.accessTokenSchema } },
+      handler: async ({ body }) => {
+        const tokenHash = hashResetToken(body.token);
+        const pending = await users.findByResetToken(tokenHash);
+        if (!pending) throw problems.badRequest('invalid or expired reset token', [{ path: 'body.token', message: 'invalid or expired' }]);
+        assertStrongPassword(body.new_password, pending); // before redeeming: a weak password must not burn the token
+        const user = await users.consumeResetToken(tokenHash);
+        if (!user) throw problems.badRequest('invalid or expired reset token', [{ path: 'body.token', message: 'invalid or expired' }]);
+        await users.setPassword(user.id, body.new_password, false);
+        await audit.record({ action: 'auth.password.reset', actor: { userId: user.id, username: user.username }, targetType: 'user', targetId: user.id, orgId: user.default_org_id });
+        return sessions.issue({ ...user, must_reset_password: false });
+      },
+    }),
+  ];
+}

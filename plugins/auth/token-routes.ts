@@ -1,0 +1,99 @@
+import { z } from 'zod';
+import { defineRoute, identitySchemas as s, problems, reply } from '../../kernel/plugin-api.ts';
+import type { AuthServices } from './services.ts';
+
+const MAX_LIFETIME_DAYS = 3650;
+
+const mintedSchema = s.tokenInfoSchema
+  .extend({ token: z.string().describe('The secret: shown this once, never again') })
+  .meta({ id: 'MintedPersonalAccessToken' });
+
+/** Personal access tokens: mint, list, revoke; org-admin governance (spec §2.3, §3.1, §5.5–5.9). */
+export function tokenRoutes({ tokens, audit, capabilities }: AuthServices) {
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/tokens',
+      summary: 'Mint a personal access token (the secret is shown once)',
+      security: 'bearer',
+      request: {
+        body: z.object({
+          name: z.string().trim().min(1).max(200),
+          scopes: z.array(z.string()).max(200).optional().describe('Capability names; omitted = the owner\u2019s full permissions'),
+          expires_in_days: z.number().int().min(0).max(MAX_LIFETIME_DAYS).default(90).describe('Lifetime in days; 0 = never expires'),
+        }),
+      },
+      responses: { 201: { description: 'The token, with its secret', schema: mintedSchema } },
+      handler: async ({ body, principal }) => {
+        if (body.scopes) {
+          const unknown = body.scopes.filter((name) => !capabilities.has(name));
+          if (unknown.length) throw problems.badRequest(`unknown scopes: ${unknown.join(', ')} (GET /api/auth/scopes lists them)`, unknown.map((name) => ({ path: `body.scopes.${body.scopes!.indexOf(name)}`, message: `unknown scope ${name}` })));
+          const beyond = body.scopes.filter((name) => !principal!.capabilities.has(name));
+          if (beyond.length) throw problems.badRequest(`scopes beyond your own permissions: ${beyond.join(', ')}`, beyond.map((name) => ({ path: `body.scopes.${body.scopes!.indexOf(name)}`, message: `you do not hold ${name}` })));
+        }
+        const { secret, info } = await tokens.mint(principal!.userId, { name: body.name, scopes: body.scopes ?? null, expiresInDays: body.expires_in_days });
+        await audit.record({ action: 'token.mint', targetType: 'token', targetId: info.id, details: { token_name: info.name, scopes: info.scopes, expires_at: info.expires_at } });
+        return reply(201, { ...info, token: secret });
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/tokens',
+      summary: 'Your tokens, without secrets',
+      security: 'bearer',
+      responses: { 200: { description: 'Token metadata', schema: z.array(s.tokenInfoSchema) } },
+      handler: ({ principal }) => tokens.listForUser(principal!.userId),
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/tokens/{id}',
+      summary: 'Revoke one of your tokens',
+      security: 'bearer',
+      request: { params: s.idParam('id') },
+      responses: { 200: { description: 'The revoked token', schema: s.tokenInfoSchema } },
+      handler: async ({ params, principal }) => {
+        const info = await tokens.revokeOwn(principal!.userId, params.id as number);
+        await audit.record({ action: 'token.revoke', targetType: 'token', targetId: info.id, details: { token_name: info.name } });
+        return info;
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/tokens/admin',
+      summary: 'Every token of the organization\u2019s members (org.admin)',
+      security: 'bearer',
+      capability: 'org.admin',
+      orgScoped: true,
+      responses: { 200: { description: 'Token metadata', schema: z.array(s.tokenInfoSchema) } },
+      handler: ({ orgId }) => tokens.listForOrganization(orgId!),
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/tokens/admin/{id}',
+      summary: 'Revoke any token of the organization\u2019s members (org.admin)',
+      security: 'bearer',
+      capability: 'org.admin',
+      orgScoped: true,
+      request: { params: s.idParam('id') },
+      responses: { 200: { description: 'The revoked token', schema: s.tokenInfoSchema } },
+      handler: async ({ params, orgId, principal }) => {
+        const info = await tokens.revokeInOrganization(orgId!, params.id as number, principal!.userId);
+        await audit.record({ action: 'token.revoke', targetType: 'token', targetId: info.id, details: { token_name: info.name, owner_id: info.user_id, by_org_admin: true } });
+        return info;
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/scopes',
+      summary: 'Valid scope names for tokens: the capabilities loaded plugins define',
+      security: 'bearer',
+      responses: {
+        200: {
+          description: 'Scopes',
+          schema: z.array(z.object({ name: z.string(), description: z.string(), plugin_id: z.string(), roles: z.array(z.string()) })),
+        },
+      },
+      handler: () => capabilities.list().map((c) => ({ ...c, roles: [...c.roles] })).sort((a, b) => a.name.localeCompare(b.name)),
+    }),
+  ];
+}

@@ -1,0 +1,136 @@
+import { z } from 'zod';
+import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, reply } from '../../kernel/plugin-api.ts';
+
+const groupIdParams = s.idParam('id');
+const memberParams = z.object({ id: z.coerce.number().int().positive(), user_id: z.coerce.number().int().positive() });
+
+/** The `groups` router: groups of the current organization, carrying capabilities. */
+export default definePlugin({
+  deps: { groups: kernelServices.groups, capabilities: kernelServices.capabilities, audit: kernelServices.audit },
+  init: ({ groups, capabilities, audit }) => {
+    const capabilityList = z.array(z.string()).max(200);
+    const requireKnown = (names: string[] | undefined) => {
+      const unknown = (names ?? []).filter((n) => !capabilities.has(n));
+      if (unknown.length) throw problems.badRequest(`unknown capabilities: ${unknown.join(', ')} (GET /api/auth/scopes lists them)`, unknown.map((n) => ({ path: `body.capabilities.${names!.indexOf(n)}`, message: `unknown capability ${n}` })));
+    };
+    const base = { security: 'bearer', orgScoped: true } as const;
+
+    return {
+      routes: [
+        defineRoute({
+          ...base,
+          method: 'post',
+          path: '',
+          summary: 'Create a group in the current organization (org.admin)',
+          capability: 'org.admin',
+          request: { body: z.object({ name: z.string().trim().min(1).max(200), description: z.string().max(2000).nullable().optional(), capabilities: capabilityList.default([]) }) },
+          responses: { 201: { description: 'The group', schema: s.groupSchema } },
+          handler: async ({ body, orgId }) => {
+            requireKnown(body.capabilities);
+            const group = await groups.create(orgId!, body);
+            await audit.record({ action: 'group.create', targetType: 'group', targetId: group.id, details: { name: group.name, capabilities: group.capabilities } });
+            return reply(201, group);
+          },
+        }),
+        defineRoute({
+          ...base,
+          method: 'get',
+          path: '',
+          summary: 'Groups of the current organization',
+          capability: 'groups.read',
+          responses: { 200: { description: 'Groups', schema: z.array(s.groupSchema) } },
+          handler: ({ orgId }) => groups.list(orgId!),
+        }),
+        defineRoute({
+          ...base,
+          method: 'get',
+          path: '/{id}',
+          summary: 'One group',
+          capability: 'groups.read',
+          request: { params: groupIdParams },
+          responses: { 200: { description: 'The group', schema: s.groupSchema } },
+          handler: ({ params, orgId }) => groups.get(orgId!, params.id as number),
+        }),
+        defineRoute({
+          ...base,
+          method: 'patch',
+          path: '/{id}',
+          summary: 'Rename a group or replace its capabilities (org.admin)',
+          capability: 'org.admin',
+          request: {
+            params: groupIdParams,
+            body: z
+              .object({ name: z.string().trim().min(1).max(200).optional(), description: z.string().max(2000).nullable().optional(), capabilities: capabilityList.optional() })
+              .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
+          },
+          responses: { 200: { description: 'The group', schema: s.groupSchema } },
+          handler: async ({ params, body, orgId }) => {
+            requireKnown(body.capabilities);
+            const before = await groups.get(orgId!, params.id as number);
+            const after = await groups.update(orgId!, params.id as number, body);
+            await audit.record({
+              action: body.capabilities ? 'group.capabilities.change' : 'group.update',
+              targetType: 'group',
+              targetId: after.id,
+              details: { name: { from: before.name, to: after.name }, capabilities: { from: before.capabilities, to: after.capabilities } },
+            });
+            return after;
+          },
+        }),
+        defineRoute({
+          ...base,
+          method: 'delete',
+          path: '/{id}',
+          summary: 'Delete a group (org.admin)',
+          capability: 'org.admin',
+          request: { params: groupIdParams },
+          responses: { 204: { description: 'Deleted' } },
+          handler: async ({ params, orgId }) => {
+            const group = await groups.get(orgId!, params.id as number);
+            await groups.remove(orgId!, group.id);
+            await audit.record({ action: 'group.delete', targetType: 'group', targetId: group.id, details: { name: group.name, capabilities: group.capabilities } });
+            return reply(204);
+          },
+        }),
+        defineRoute({
+          ...base,
+          method: 'get',
+          path: '/{id}/members',
+          summary: 'Members of a group',
+          capability: 'groups.read',
+          request: { params: groupIdParams },
+          responses: { 200: { description: 'Members', schema: z.array(z.object({ user_id: z.number().int(), username: z.string() })) } },
+          handler: ({ params, orgId }) => groups.members(orgId!, params.id as number),
+        }),
+        defineRoute({
+          ...base,
+          method: 'post',
+          path: '/{id}/members',
+          summary: 'Add a member of the organization to a group (org.admin)',
+          capability: 'org.admin',
+          request: { params: groupIdParams, body: z.object({ user_id: z.number().int().positive() }) },
+          responses: { 201: { description: 'Added', schema: z.object({ group_id: z.number().int(), user_id: z.number().int() }) } },
+          handler: async ({ params, body, orgId }) => {
+            await groups.addMember(orgId!, params.id as number, body.user_id);
+            await audit.record({ action: 'group.member.add', targetType: 'group', targetId: params.id as number, details: { user_id: body.user_id } });
+            return reply(201, { group_id: params.id as number, user_id: body.user_id });
+          },
+        }),
+        defineRoute({
+          ...base,
+          method: 'delete',
+          path: '/{id}/members/{user_id}',
+          summary: 'Remove a member from a group (org.admin)',
+          capability: 'org.admin',
+          request: { params: memberParams },
+          responses: { 204: { description: 'Removed' } },
+          handler: async ({ params, orgId }) => {
+            await groups.removeMember(orgId!, params.id, params.user_id);
+            await audit.record({ action: 'group.member.remove', targetType: 'group', targetId: params.id, details: { user_id: params.user_id } });
+            return reply(204);
+          },
+        }),
+      ],
+    };
+  },
+});

@@ -1,0 +1,44 @@
+import { z } from 'zod';
+import { definePlugin, defineRoute, identitySchemas as s, kernelServices, toPublicUser } from '../../kernel/plugin-api.ts';
+
+const meSchema = z
+  .object({
+    user: s.userSchema,
+    current_org_id: z.number().int().nullable().describe('X-Org-Id, else the default organization'),
+    organizations: z.array(s.organizationSchema),
+    groups: z.array(s.groupSchema).describe('Your groups in the current organization'),
+    capabilities: z.array(z.string()).describe('Effective capabilities of this request'),
+    authenticated_via: z.enum(['jwt', 'pat']),
+  })
+  .meta({ id: 'Me' });
+
+/** `GET /api/me`: who you are, where, and what you may do. */
+export default definePlugin({
+  deps: { users: kernelServices.users, organizations: kernelServices.organizations, groups: kernelServices.groups },
+  init: ({ users, organizations, groups }) => ({
+    routes: [
+      defineRoute({
+        method: 'get',
+        path: '',
+        summary: 'The current user, organizations, groups, current organization and effective capabilities',
+        security: 'bearer',
+        responses: { 200: { description: 'You', schema: meSchema } },
+        handler: async ({ principal, orgId }) => {
+          const [user, orgs, myGroups] = await Promise.all([
+            users.require(principal!.userId),
+            organizations.list(principal!.userId),
+            orgId === null ? [] : groups.list(orgId, principal!.userId),
+          ]);
+          return {
+            user: toPublicUser(user),
+            current_org_id: orgId,
+            organizations: orgs,
+            groups: myGroups,
+            capabilities: [...principal!.capabilities].sort(),
+            authenticated_via: principal!.via,
+          };
+        },
+      }),
+    ],
+  }),
+});

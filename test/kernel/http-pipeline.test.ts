@@ -1,0 +1,364 @@
+import crypto from 'node:crypto';
+import path from 'node:path';
+import { SignJWT, UnsecuredJWT } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DIALECTS } from '../harness/dialects.ts';
+import { REPO_ROOT, startTestKernel, tempDir, writeManifest, type TestKernel, type TestResponse } from '../harness/index.ts';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Every problem answer: RFC 9457 media type and fields, with the request id of the answer. */
+function expectProblem(res: TestResponse, status: number) {
+  expect(res.status, res.text).toBe(status);
+  expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+  expect(res.body).toMatchObject({ type: expect.any(String), title: expect.any(String), status, detail: expect.any(String), request_id: expect.any(String) });
+  expect(res.body.title.length).toBeGreaterThan(0);
+  expect(res.body.detail.length).toBeGreaterThan(0);
+  expect(res.body.request_id).toBe(res.headers.get('x-request-id'));
+}
+
+const errorPaths = (res: TestResponse): string[] => (res.body.errors ?? []).map((e: { path: string }) => e.path);
+
+describe.each(DIALECTS)('HTTP pipeline (%s)', (dialect) => {
+  let t: TestKernel;
+  let adminId: number;
+  const manifests = tempDir();
+  const secret = () => new TextEncoder().encode(t.kernel.secrets.jwtSecret);
+  const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+  beforeAll(async () => {
+    writeManifest(
+      manifests.dir,
+      {
+        id: 'probe',
+        router: { prefix: '/api/probe', tag: 'probe' },
+        capabilities: [{ name: 'probe.special', description: 'Call the special probe route', roles: ['editor'] }],
+      },
+      'probe',
+    );
+    t = await startTestKernel({ dialect, manifestDirs: [path.join(REPO_ROOT, 'manifests'), manifests.dir], env: { BODY_LIMIT: '1kb' } });
+    const admin = await t.kernel.storage.db.selectFrom('users').select('id').where('role', '=', 'admin').orderBy('id').executeTakeFirstOrThrow();
+    adminId = admin.id;
+  });
+  afterAll(async () => {
+    await t?.stop();
+    manifests.remove();
+  });
+
+  describe('valid requests', () => {
+    it('serves a valid POST with 201 and the validated body', async () => {
+      const res = await t.request('POST', '/api/probe/echo', { body: { name: 'widget', count: 3 } });
+      expect(res.status, res.text).toBe(201);
+      expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+      expect(res.body).toEqual({ name: 'widget', count: 3, mode: 'plain' });
+      const loud = await t.request('POST', '/api/probe/echo?mode=loud', { body: { name: 'w', count: 1 } });
+      expect(loud.status).toBe(201);
+      expect(loud.body).toEqual({ name: 'w', count: 1, mode: 'loud' });
+    });
+
+    it('coerces a valid path parameter', async () => {
+      const res = await t.request('GET', '/api/probe/items/42');
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ item_id: 42 });
+    });
+
+    it('lists plugins from the repository manifests next to the fixture', async () => {
+      const res = await t.request('GET', '/api/plugins');
+      expect(res.status, res.text).toBe(200);
+      expect(JSON.stringify(res.body)).toContain('"probe"');
+    });
+  });
+
+  describe('400: validation failures name the failing fields', () => {
+    it('a bad body names body.name and body.count', async () => {
+      const res = await t.request('POST', '/api/probe/echo', { body: { name: '', count: 'three' } });
+      expectProblem(res, 400);
+      expect(errorPaths(res)).toEqual(expect.arrayContaining(['body.name', 'body.count']));
+      for (const e of res.body.errors) expect(e.message).toEqual(expect.any(String));
+    });
+
+    it('a missing body field is named', async () => {
+      const res = await t.request('POST', '/api/probe/echo', { body: { name: 'x' } });
+      expectProblem(res, 400);
+      expect(errorPaths(res)).toEqual(['body.count']);
+    });
+
+    it('a bad query enum names query.mode', async () => {
+      const res = await t.request('POST', '/api/probe/echo?mode=shout', { body: { name: 'x', count: 1 } });
+      expectProblem(res, 400);
+      expect(errorPaths(res)).toEqual(['query.mode']);
+    });
+
+    it('a bad path parameter names params.item_id', async () => {
+      const res = await t.request('GET', '/api/probe/items/abc');
+      expectProblem(res, 400);
+      expect(errorPaths(res)).toEqual(['params.item_id']);
+    });
+
+    it('a required query parameter that is missing is named', async () => {
+      const res = await t.request('GET', '/api/probe/slow');
+      expectProblem(res, 400);
+      expect(errorPaths(res)).toEqual(['query.ms']);
+    });
+
+    it('malformed JSON is a 400 problem, not a 500', async () => {
+      const res = await t.request('POST', '/api/probe/echo', { body: '{"name": "x", "count": ' });
+      expectProblem(res, 400);
+      expect(errorPaths(res)).toContain('body');
+    });
+  });
+
+  describe('401: credentials', () => {
+    const special = (authorization?: string) => t.request('GET', '/api/probe/special', { token: null, headers: authorization ? { authorization } : {} });
+    const signed = (payload: Record<string, unknown>, opts: { alg?: string; key?: Uint8Array; exp?: number } = {}) =>
+      new SignJWT(payload)
+        .setProtectedHeader({ alg: opts.alg ?? 'HS256', typ: 'JWT' })
+        .setIssuedAt(nowSeconds() - 120)
+        .setExpirationTime(opts.exp ?? nowSeconds() + 600)
+        .sign(opts.key ?? secret());
+
+    it('a token built the same way with the kernel secret is accepted (control)', async () => {
+      const res = await special(`Bearer ${await signed({ user_id: adminId, role: 'admin' })}`);
+      expect(res.status, res.text).toBe(200);
+      expect(res.body).toEqual({ user: 'admin' });
+    });
+
+    it('no token', async () => {
+      const res = await special();
+      expectProblem(res, 401);
+      expect(res.headers.get('www-authenticate')).toMatch(/^Bearer/);
+    });
+
+    it('a non-bearer scheme', async () => {
+      expectProblem(await special(`Basic ${Buffer.from('admin:admin-password-1').toString('base64')}`), 401);
+    });
+
+    it('a garbage token', async () => {
+      const res = await special('Bearer not.a.jwt');
+      expectProblem(res, 401);
+      expect(res.headers.get('www-authenticate')).toMatch(/^Bearer/);
+    });
+
+    it('an expired token', async () => {
+      const res = await special(`Bearer ${await signed({ user_id: adminId, role: 'admin' }, { exp: nowSeconds() - 60 })}`);
+      expectProblem(res, 401);
+      expect(res.body.detail).toMatch(/expired/i);
+    });
+
+    it('a token signed with another secret', async () => {
+      const res = await special(`Bearer ${await signed({ user_id: adminId, role: 'admin' }, { key: crypto.randomBytes(48) })}`);
+      expectProblem(res, 401);
+    });
+
+    it('a token with alg none', async () => {
+      const token = new UnsecuredJWT({ user_id: adminId, role: 'admin' }).setIssuedAt().setExpirationTime('10m').encode();
+      expect(token.split('.')[2]).toBe('');
+      expectProblem(await special(`Bearer ${token}`), 401);
+    });
+
+    it('an HS512 token with the right secret when HS256 is configured', async () => {
+      const res = await special(`Bearer ${await signed({ user_id: adminId, role: 'admin' }, { alg: 'HS512' })}`);
+      expectProblem(res, 401);
+      expect(res.body.detail).toMatch(/algorithm/i);
+    });
+
+    it('a well-signed token without user_id', async () => {
+      expectProblem(await special(`Bearer ${await signed({ role: 'admin' })}`), 401);
+    });
+
+    it('a well-signed token for a user that does not exist', async () => {
+      expectProblem(await special(`Bearer ${await signed({ user_id: 987654, role: 'admin' })}`), 401);
+    });
+
+    it('a deactivated user is refused on its next request', async () => {
+      const user = await t.userToken('editor');
+      const before = await t.request('GET', '/api/probe/special', { token: user.token });
+      expect(before.status, before.text).toBe(200);
+      await t.kernel.storage.db.updateTable('users').set({ is_active: false }).where('id', '=', user.id).execute();
+      const after = await t.request('GET', '/api/probe/special', { token: user.token });
+      expectProblem(after, 401);
+      expect(after.body.detail).toMatch(/deactivated/);
+      const org = await t.request('GET', '/api/probe/org', { token: user.token });
+      expectProblem(org, 401);
+    });
+  });
+
+  describe('403 and organization scope', () => {
+    it('a missing capability is 403; the role that has it and the platform admin pass', async () => {
+      const viewer = await t.userToken('viewer');
+      const denied = await t.request('GET', '/api/probe/special', { token: viewer.token });
+      expectProblem(denied, 403);
+      expect(denied.body.detail).toContain('probe.special');
+      const editor = await t.userToken('editor');
+      const allowed = await t.request('GET', '/api/probe/special', { token: editor.token });
+      expect(allowed.status, allowed.text).toBe(200);
+      const admin = await t.request('GET', '/api/probe/special');
+      expect(admin.status).toBe(200);
+      expect(admin.body).toEqual({ user: 'admin' });
+    });
+
+    it('X-Org-Id of an organization the user is not a member of is 403; own organization and default pass', async () => {
+      const other = await t.kernel.storage.db
+        .insertInto('organizations')
+        .values({ name: 'Somebody else', created_at: t.kernel.storage.now() })
+        .returning('id')
+        .executeTakeFirstOrThrow();
+      expect(other.id).not.toBe(1);
+      const viewer = await t.userToken('viewer');
+
+      const foreign = await t.request('GET', '/api/probe/org', { token: viewer.token, headers: { 'X-Org-Id': String(other.id) } });
+      expectProblem(foreign, 403);
+      const missing = await t.request('GET', '/api/probe/org', { token: viewer.token, headers: { 'X-Org-Id': '999999' } });
+      expectProblem(missing, 403);
+
+      const own = await t.request('GET', '/api/probe/org', { token: viewer.token, headers: { 'X-Org-Id': '1' } });
+      expect(own.status, own.text).toBe(200);
+      expect(own.body).toEqual({ org_id: 1 });
+      const byDefault = await t.request('GET', '/api/probe/org', { token: viewer.token });
+      expect(byDefault.status).toBe(200);
+      expect(byDefault.body).toEqual({ org_id: 1 });
+
+      // a platform admin may enter any organization
+      const admin = await t.request('GET', '/api/probe/org', { headers: { 'X-Org-Id': String(other.id) } });
+      expect(admin.status, admin.text).toBe(200);
+      expect(admin.body).toEqual({ org_id: other.id });
+    });
+
+    it('X-Org-Id that is not an integer is 400 naming the header', async () => {
+      const res = await t.request('GET', '/api/probe/org', { headers: { 'X-Org-Id': 'abc' } });
+      expectProblem(res, 400);
+      expect(errorPaths(res)).toEqual(['headers.x-org-id']);
+    });
+  });
+
+  describe('routing errors', () => {
+    it('an unknown route is a 404 problem with a request id', async () => {
+      for (const route of ['/api/nothing-here', '/api/probe/nothing', '/not-api']) {
+        const res = await t.request('GET', route);
+        expectProblem(res, 404);
+        expect(res.body.request_id).toMatch(UUID);
+      }
+    });
+
+    it('a known path with another method is 405 with Allow', async () => {
+      const res = await t.request('POST', '/api/probe', { body: {} });
+      expectProblem(res, 405);
+      const allow = (res.headers.get('allow') ?? '').split(/\s*,\s*/);
+      expect(allow).toContain('GET');
+      expect(allow).not.toContain('POST');
+      const del = await t.request('DELETE', '/api/probe/echo');
+      expectProblem(del, 405);
+      expect((del.headers.get('allow') ?? '').split(/\s*,\s*/)).toContain('POST');
+    });
+
+    it('a body over BODY_LIMIT is 413', async () => {
+      const res = await t.request('POST', '/api/probe/echo', { body: { name: 'x'.repeat(4096), count: 1 } });
+      expectProblem(res, 413);
+      // just under the limit passes
+      const ok = await t.request('POST', '/api/probe/echo', { body: { name: 'x'.repeat(900), count: 1 } });
+      expect(ok.status, ok.text).toBe(201);
+    });
+
+    it('a body that is not JSON is 415', async () => {
+      const res = await t.request('POST', '/api/probe/echo', { body: 'name=x&count=1', headers: { 'content-type': 'text/plain' } });
+      expectProblem(res, 415);
+    });
+  });
+
+  describe('problems raised by handlers', () => {
+    it.each([409, 422, 429, 501, 503])('%i is answered as problem details', async (status) => {
+      const res = await t.request('GET', `/api/probe/problem/${status}`);
+      expectProblem(res, status);
+      expect(res.body.detail).toBe(`problem ${status} on purpose`);
+      if (status === 429 || status === 503) expect(res.headers.get('retry-after')).toBe('7');
+      else expect(res.headers.get('retry-after')).toBeNull();
+    });
+
+    it('a bug is a 500 with the request id and neither the message nor a stack', async () => {
+      const res = await t.request('GET', '/api/probe/boom', { headers: { 'X-Request-Id': 'boom-req-1' } });
+      expectProblem(res, 500);
+      expect(res.body.request_id).toBe('boom-req-1');
+      expect(res.text).not.toContain('secret internal detail');
+      expect(res.text).not.toContain('/srv/app.ts');
+      expect(res.text).not.toMatch(/\n\s+at /);
+      expect(res.text).not.toContain('.ts:');
+      expect(res.body).not.toHaveProperty('stack');
+    });
+
+    it('an answer that breaks its declared schema is a 500 without details', async () => {
+      const res = await t.request('GET', '/api/probe/bad-response');
+      expectProblem(res, 500);
+      expect(res.text).not.toContain('not a number');
+      expect(res.text).not.toContain('schema');
+    });
+  });
+
+  describe('request id', () => {
+    it('echoes the client X-Request-Id', async () => {
+      const res = await t.request('GET', '/api/probe', { headers: { 'X-Request-Id': 'client-abc_123:4' } });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('x-request-id')).toBe('client-abc_123:4');
+    });
+
+    it('generates a fresh uuid when none is sent', async () => {
+      const a = await t.request('GET', '/api/probe');
+      const b = await t.request('GET', '/api/probe');
+      expect(a.headers.get('x-request-id')).toMatch(UUID);
+      expect(b.headers.get('x-request-id')).toMatch(UUID);
+      expect(a.headers.get('x-request-id')).not.toBe(b.headers.get('x-request-id'));
+    });
+
+    it('replaces an unusable client id with a generated one', async () => {
+      const res = await t.request('GET', '/api/probe', { headers: { 'X-Request-Id': 'x'.repeat(300) } });
+      expect(res.headers.get('x-request-id')).toMatch(UUID);
+    });
+
+    it('is on error answers too, echoed or generated', async () => {
+      const echoed = await t.request('GET', '/api/probe/special', { token: null, headers: { 'X-Request-Id': 'err-req-9' } });
+      expectProblem(echoed, 401);
+      expect(echoed.headers.get('x-request-id')).toBe('err-req-9');
+      expect(echoed.body.request_id).toBe('err-req-9');
+      const generated = await t.request('GET', '/api/probe/items/abc');
+      expectProblem(generated, 400);
+      expect(generated.headers.get('x-request-id')).toMatch(UUID);
+      const health = await t.request('GET', '/healthz', { headers: { 'X-Request-Id': 'health-1' } });
+      expect(health.headers.get('x-request-id')).toBe('health-1');
+    });
+  });
+
+  describe('security headers', () => {
+    it.each([
+      ['GET', '/api/probe', 200],
+      ['POST', '/api/probe/echo', 400],
+      ['GET', '/api/unknown', 404],
+      ['GET', '/api/probe/boom', 500],
+    ])('%s %s (%i) carries them', async (method, route, status) => {
+      const res = await t.request(method, route, method === 'POST' ? { body: {} } : {});
+      expect(res.status).toBe(status);
+      expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+      expect(res.headers.get('x-frame-options')).toMatch(/^(DENY|SAMEORIGIN)$/);
+      const csp = res.headers.get('content-security-policy') ?? '';
+      expect(csp).toContain("default-src 'none'");
+      expect(csp).toContain("frame-ancestors 'none'");
+    });
+  });
+
+  describe('health', () => {
+    it('GET /healthz is 200 and GET /readyz is ready', async () => {
+      const live = await t.request('GET', '/healthz', { token: null });
+      expect(live.status).toBe(200);
+      const ready = await t.request('GET', '/readyz', { token: null });
+      expect(ready.status).toBe(200);
+      expect(ready.body).toEqual({ status: 'ready' });
+    });
+
+    it('neither appears in /openapi.json', async () => {
+      const doc = await t.request('GET', '/openapi.json', { token: null });
+      expect(doc.status).toBe(200);
+      const paths = Object.keys(doc.body.paths);
+      expect(paths).toContain('/api/probe/echo');
+      expect(paths.filter((p) => /healthz|readyz/.test(p))).toEqual([]);
+      expect(doc.text).not.toMatch(/healthz|readyz/);
+    });
+  });
+});
