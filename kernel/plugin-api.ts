@@ -105,7 +105,9 @@ export interface PluginContext {
   onDispose(dispose: Disposable): void;
   /**
    * Offers an extension point. `accept` is called for each contribution (from plugins that depend on
-   * this one) and may return a disposable that withdraws it.
+   * this one) and may return a disposable that withdraws it. The disposable must withdraw exactly
+   * that contribution: when a contributor reloads, its new version contributes before the old
+   * version's contribution is withdrawn (the old one may still be serving requests).
    */
   provideExtensionPoint<T>(point: ExtensionPoint<T>, accept: (contribution: Contribution<T>) => Disposable | void): void;
   /** Contributes to an extension point offered by a plugin this one depends on. */

@@ -34,12 +34,13 @@ export class InflightCounter {
   readonly middleware: Middleware = async (ctx, next) => {
     this.count += 1;
     if (this.draining) ctx.set('Connection', 'close');
-    try {
-      await next();
-    } finally {
+    // A request ends when its answer is written (or its connection drops), not when the middleware
+    // returns: Koa writes the body after that, and shutdown closes every connection once idle.
+    ctx.res.once('close', () => {
       this.count -= 1;
       if (this.count === 0) this.waiters.splice(0).forEach((wake) => wake());
-    }
+    });
+    await next();
   };
 
   /** Resolves when no request is in progress, or after `timeoutMs`. */

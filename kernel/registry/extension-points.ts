@@ -21,6 +21,11 @@ export class ExtensionPointTable {
     return this.points.get(pointId)?.ownerId;
   }
 
+  /** Forgets every point a plugin offered (its init failed after offering them). */
+  removeOwner(ownerId: string) {
+    for (const [pointId, point] of this.points) if (point.ownerId === ownerId) this.points.delete(pointId);
+  }
+
   provide(pointId: string, ownerId: string, accept: ProvidedPoint['accept']) {
     this.points.set(pointId, { ownerId, accept });
   }

@@ -92,6 +92,7 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
     return plugin;
   } catch (err) {
     for (const dispose of disposables.reverse()) await Promise.resolve(dispose()).catch(() => undefined);
+    points.removeOwner(manifest.id);
     if (err instanceof PluginLoadError) throw err;
     throw pluginErrors.initFailed(manifest.id, (err as Error).message);
   }

@@ -44,13 +44,30 @@ function startProcess(args: string[], env: NodeJS.ProcessEnv, readyPattern: RegE
   });
 }
 
-async function load(url: string) {
-  await autocannon({ url, connections: CONNECTIONS, duration: 1 }); // warm-up (JIT, pools)
-  const result = await autocannon({ url, connections: CONNECTIONS, duration: DURATION_S });
+async function load(url: string, headers: Record<string, string> = {}) {
+  await autocannon({ url, headers, connections: CONNECTIONS, duration: 1 }); // warm-up (JIT, pools)
+  const result = await autocannon({ url, headers, connections: CONNECTIONS, duration: DURATION_S });
   if (result.non2xx || result.errors) throw new Error(`${url}: ${result.non2xx} non-2xx answers, ${result.errors} errors`);
   return { requests_per_s: Math.round(result.requests.average), latency_p50_ms: result.latency.p50, latency_p99_ms: result.latency.p99 };
 }
 
+/** A JWT from the login route and a PAT minted with it, as a client would get them. */
+async function credentials(base: string) {
+  const post = async (route: string, body: unknown, token?: string) => {
+    const response = await fetch(`${base}${route}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: JSON.stringify(body),
+    });
+    if (!response.ok) throw new Error(`${route}: ${response.status} ${await response.text()}`);
+    return response.json() as Promise<Record<string, string>>;
+  };
+  const { access_token: jwt } = await post('/api/auth/login', { username: 'admin', password: 'bench-password' });
+  const { token: pat } = await post('/api/auth/tokens', { name: 'bench' }, jwt);
+  return { jwt, pat };
+}
+
+const ratio = (value: number, baseline: number) => Math.round((value / baseline) * 100) / 100;
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 const round = (ms: number) => Math.round(ms * 10) / 10;
 
@@ -71,8 +88,33 @@ async function main() {
   const koa = await startProcess(['test/bench/hello-koa.ts', String(koaPort)], {}, /ready/);
   const baseline = await load(`http://127.0.0.1:${koaPort}/`).finally(() => koa.kill('SIGTERM'));
   const kernelPort = await freePort();
-  const kernelProcess = await startProcess(['kernel/main.ts'], { PORT: String(kernelPort), DATA_DIR: path.join(work, 'data-load'), MANIFESTS_DIR: manifests, LOG_LEVEL: 'silent', NODE_ENV: 'production', JWT_SECRET: 'b'.repeat(40), PAT_HASH_KEY: 'c'.repeat(40), ADMIN_PASSWORD: 'bench-password' }, /listening/);
-  const kernelRoute = await load(`http://127.0.0.1:${kernelPort}/api/probe`).finally(() => kernelProcess.kill('SIGTERM'));
+  const kernelProcess = await startProcess(
+    ['kernel/main.ts'],
+    {
+      PORT: String(kernelPort),
+      DATA_DIR: path.join(work, 'data-load'),
+      MANIFESTS_DIR: manifests,
+      LOG_LEVEL: 'silent',
+      NODE_ENV: 'production',
+      JWT_SECRET: 'b'.repeat(40),
+      PAT_HASH_KEY: 'c'.repeat(40),
+      ADMIN_PASSWORD: 'bench-password',
+      // The load comes from one address: the per-address limits would measure themselves.
+      AUTH_RATE_LIMIT_PER_SEC: '0',
+      API_RATE_LIMIT_PER_SEC: '0',
+    },
+    /listening/,
+  );
+  const base = `http://127.0.0.1:${kernelPort}`;
+  let kernelRoute, meWithJwt, meWithPat;
+  try {
+    kernelRoute = await load(`${base}/api/probe`);
+    const { jwt, pat } = await credentials(base);
+    meWithJwt = await load(`${base}/api/me`, { authorization: `Bearer ${jwt}` });
+    meWithPat = await load(`${base}/api/me`, { authorization: `Bearer ${pat}` });
+  } finally {
+    kernelProcess.kill('SIGTERM');
+  }
 
   // Start-up and reload, in process, on a fresh SQLite database each time.
   const startups: number[] = [];
@@ -99,16 +141,24 @@ async function main() {
     load: { connections: CONNECTIONS, duration_s: DURATION_S },
     koa_hello_world: baseline,
     kernel_route_no_auth: kernelRoute,
-    throughput_ratio_kernel_vs_koa: Math.round((kernelRoute.requests_per_s / baseline.requests_per_s) * 100) / 100,
+    me_with_jwt: meWithJwt,
+    me_with_pat: meWithPat,
+    throughput_ratio_kernel_vs_koa: ratio(kernelRoute.requests_per_s, baseline.requests_per_s),
+    throughput_ratio_me_jwt_vs_koa: ratio(meWithJwt.requests_per_s, baseline.requests_per_s),
+    throughput_ratio_me_pat_vs_koa: ratio(meWithPat.requests_per_s, baseline.requests_per_s),
     startup_ms: { manifests: manifestCount, median: round(median(startups)), runs: startups.map(round) },
     plugin_reload_ms: { median: round(median(reloads)), max: round(Math.max(...reloads)), runs: RELOAD_RUNS },
   };
   console.table({
     'koa hello-world': { 'req/s': baseline.requests_per_s, 'p50 ms': baseline.latency_p50_ms, 'p99 ms': baseline.latency_p99_ms },
     'kernel route (no auth)': { 'req/s': kernelRoute.requests_per_s, 'p50 ms': kernelRoute.latency_p50_ms, 'p99 ms': kernelRoute.latency_p99_ms },
+    'GET /api/me (JWT)': { 'req/s': meWithJwt.requests_per_s, 'p50 ms': meWithJwt.latency_p50_ms, 'p99 ms': meWithJwt.latency_p99_ms },
+    'GET /api/me (PAT)': { 'req/s': meWithPat.requests_per_s, 'p50 ms': meWithPat.latency_p50_ms, 'p99 ms': meWithPat.latency_p99_ms },
   });
   console.table({
     'kernel / koa throughput': { value: results.throughput_ratio_kernel_vs_koa },
+    '/api/me JWT / koa throughput (target ≥ 0.75)': { value: results.throughput_ratio_me_jwt_vs_koa },
+    '/api/me PAT / koa throughput (target ≥ 0.75)': { value: results.throughput_ratio_me_pat_vs_koa },
     [`start-up, ${manifestCount} manifests (median ms)`]: { value: results.startup_ms.median },
     'plugin reload (median ms)': { value: results.plugin_reload_ms.median },
     'plugin reload (max ms)': { value: results.plugin_reload_ms.max },

@@ -247,5 +247,13 @@ describe.each(DIALECTS)('hot reload (%s)', (dialect) => {
       expect(listed.status).toBe(200);
       expect(listed.body).toEqual({ 'a-contributor': 'hello from a' });
     });
+
+    it('keeps a contribution listed when only its contributor reloads', async () => {
+      writeManifest(manifests.dir, { id: 'a-contributor', version: '1.0.1', kind: 'extension', depends_on: ['greeter'], description: 'hello again from a' }, 'contributor');
+      const res = await reload('a-contributor');
+      expect(res.status).toBe(200);
+      await sleep(200); // the replaced version has been drained and disposed by now
+      expect((await t.request('GET', '/api/greeter', { token: null })).body).toEqual({ 'a-contributor': 'hello again from a' });
+    });
   });
 });
