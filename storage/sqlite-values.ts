@@ -7,12 +7,32 @@ import type Database from 'better-sqlite3';
  * as `true`/`false`.
  */
 export function withPortableValues(database: Database.Database): Database.Database {
+  const cache = new Map<string, Database.Statement>();
   return new Proxy(database, {
-    get(target, property, receiver) {
-      if (property !== 'prepare') return Reflect.get(target, property, receiver);
-      return (source: string) => portableStatement(target.prepare(source));
+    get(target, property) {
+      if (property !== 'prepare') return bindNative(target, property);
+      return (source: string) => {
+        // Kysely prepares every query anew; preparing costs more than running a small query, so
+        // statements are reused (a fresh one when the cached one is still iterating).
+        const cached = cache.get(source);
+        if (cached && !cached.busy) return cached;
+        const statement = portableStatement(target.prepare(source));
+        if (!cached) {
+          if (cache.size >= STATEMENT_CACHE_SIZE) cache.delete(cache.keys().next().value!);
+          cache.set(source, statement);
+        }
+        return statement;
+      };
     },
   });
+}
+
+const STATEMENT_CACHE_SIZE = 500;
+
+/** A property of a native object, read and (for methods) bound with the real object as `this`. */
+function bindNative(target: object, property: string | symbol): unknown {
+  const value = Reflect.get(target, property, target);
+  return typeof value === 'function' ? value.bind(target) : value;
 }
 
 const bindable = (value: unknown) => (typeof value === 'boolean' ? (value ? 1 : 0) : value instanceof Date ? value.toISOString() : value);
@@ -30,7 +50,7 @@ function portableStatement(statement: Database.Statement): Database.Statement {
     return record;
   };
   return new Proxy(statement, {
-    get(target, property, receiver) {
+    get(target, property) {
       switch (property) {
         case 'all':
           return (...params: unknown[]) => (target.all(...bindAll(params)) as unknown[]).map(decode);
@@ -42,10 +62,8 @@ function portableStatement(statement: Database.Statement): Database.Statement {
           return function* (...params: unknown[]) {
             for (const row of target.iterate(...bindAll(params))) yield decode(row);
           };
-        default: {
-          const value = Reflect.get(target, property, receiver);
-          return typeof value === 'function' ? value.bind(target) : value;
-        }
+        default:
+          return bindNative(target, property);
       }
     },
   });

@@ -12,6 +12,9 @@ export function openSqliteStorage(file: string): Storage {
   if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
   const database = new Database(file);
   database.pragma('journal_mode = WAL');
+  // In WAL mode NORMAL is durable across application crashes and only risks the newest
+  // transactions on power loss; FULL would fsync on every commit.
+  database.pragma('synchronous = NORMAL');
   database.pragma('foreign_keys = ON');
   database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   const db = new Kysely<any>({ dialect: new SqliteDialect({ database: withPortableValues(database) }) });

@@ -2,7 +2,7 @@ import type { Storage } from '../../storage/index.ts';
 import type { PersonalAccessTokens } from '../identity/tokens.ts';
 import { PAT_PREFIX } from '../identity/tokens.ts';
 import { problems } from '../problem.ts';
-import { verifyAccessToken, type JwtSettings } from './jwt.ts';
+import { VerifiedTokenCache, type JwtSettings } from './jwt.ts';
 
 /** The legacy role that makes a user a platform administrator, holding every capability. */
 export const PLATFORM_ADMIN_ROLE = 'admin';
@@ -27,6 +27,8 @@ export interface Identity {
  * user or a revoked token is refused on the very next request.
  */
 export class Authenticator {
+  private readonly verified = new VerifiedTokenCache();
+
   constructor(
     private readonly storage: Storage,
     private readonly jwt: JwtSettings,
@@ -45,7 +47,7 @@ export class Authenticator {
     }
     let claims;
     try {
-      claims = await verifyAccessToken(this.jwt, credential);
+      claims = await this.verified.verify(this.jwt, credential);
     } catch (err) {
       throw problems.unauthorized(`invalid token: ${(err as Error).message}`);
     }

@@ -1,3 +1,4 @@
+import { createSecretKey, type KeyObject } from 'node:crypto';
 import { SignJWT, jwtVerify, errors as joseErrors } from 'jose';
 
 export interface JwtSettings {
@@ -13,12 +14,41 @@ export interface AccessTokenClaims {
   exp: number;
 }
 
+// One key object per secret: importing the key on every request costs more than verifying.
+const keys = new Map<string, KeyObject>();
+function keyFor(secret: string): KeyObject {
+  let key = keys.get(secret);
+  if (!key) keys.set(secret, (key = createSecretKey(Buffer.from(secret, 'utf8'))));
+  return key;
+}
+
 export function issueAccessToken(settings: JwtSettings, user: { id: number; role: string }): Promise<string> {
   return new SignJWT({ user_id: user.id, role: user.role })
     .setProtectedHeader({ alg: settings.algorithm, typ: 'JWT' })
     .setIssuedAt()
     .setExpirationTime(`${settings.expireMinutes}m`)
-    .sign(new TextEncoder().encode(settings.secret));
+    .sign(keyFor(settings.secret));
+}
+
+const VERIFIED_CACHE_SIZE = 10_000;
+
+/**
+ * Remembers tokens whose signature was already verified. A token is immutable and the secret only
+ * changes with a restart, so only the expiry needs checking again; jose verifies HMAC through
+ * WebCrypto on the thread pool, which costs far more than the rest of a request.
+ */
+export class VerifiedTokenCache {
+  private readonly entries = new Map<string, AccessTokenClaims>();
+
+  async verify(settings: JwtSettings, token: string): Promise<AccessTokenClaims> {
+    const cached = this.entries.get(token);
+    if (cached && cached.exp * 1000 > Date.now()) return cached;
+    this.entries.delete(token);
+    const claims = await verifyAccessToken(settings, token);
+    if (this.entries.size >= VERIFIED_CACHE_SIZE) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(token, claims);
+    return claims;
+  }
 }
 
 /**
@@ -27,7 +57,7 @@ export function issueAccessToken(settings: JwtSettings, user: { id: number; role
  */
 export async function verifyAccessToken(settings: JwtSettings, token: string): Promise<AccessTokenClaims> {
   try {
-    const { payload } = await jwtVerify(token, new TextEncoder().encode(settings.secret), { algorithms: [settings.algorithm] });
+    const { payload } = await jwtVerify(token, keyFor(settings.secret), { algorithms: [settings.algorithm] });
     if (typeof payload.user_id !== 'number' || !Number.isInteger(payload.user_id) || typeof payload.role !== 'string' || typeof payload.exp !== 'number') {
       throw new Error('token payload lacks user_id, role or exp');
     }
