@@ -40,7 +40,11 @@ export const settingsSchema = z.object({
   PLUGIN_DRAIN_TIMEOUT_MS: integer(30_000, 0),
   SHUTDOWN_TIMEOUT_MS: integer(10_000, 0),
   BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb|gb)$/i, 'must be a size such as 1mb or 512kb').default('1mb'),
-  VALIDATE_RESPONSES: bool(true),
+  /** Default: on, except with NODE_ENV=production. */
+  VALIDATE_RESPONSES: z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'])
+    .optional()
+    .transform((v) => (v === undefined ? undefined : v === 'true' || v === '1' || v === 'yes')),
   JWT_SECRET: optionalSecret,
   JWT_ALGORITHM: z.enum(['HS256', 'HS384', 'HS512']).default('HS256'),
   JWT_EXPIRE_MINUTES: integer(60, 1),
@@ -66,7 +70,7 @@ export const settingsSchema = z.object({
   ADMIN_EMAIL: z.email().default('admin@localhost.localdomain'),
 });
 
-export type Settings = z.infer<typeof settingsSchema>;
+export type Settings = Omit<z.infer<typeof settingsSchema>, 'VALIDATE_RESPONSES'> & { VALIDATE_RESPONSES: boolean };
 
 /** A setting failed validation; `message` is the one line printed before the process stops. */
 export class SettingsError extends Error {}
@@ -80,7 +84,7 @@ export function loadSettings(env: Record<string, string | undefined>): Settings 
     const variable = String(issue.path[0] ?? 'environment');
     throw new SettingsError(`invalid setting ${variable}: ${issue.message}`);
   }
-  const settings = parsed.data;
+  const settings: Settings = { ...parsed.data, VALIDATE_RESPONSES: parsed.data.VALIDATE_RESPONSES ?? parsed.data.NODE_ENV !== 'production' };
   if (settings.NODE_ENV === 'production') {
     for (const secret of ['JWT_SECRET', 'PAT_HASH_KEY'] as const) {
       if (!settings[secret]) throw new SettingsError(`invalid setting ${secret}: required when NODE_ENV=production`);

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS } from '../harness/dialects.ts';
 import { REPO_ROOT, startTestKernel, tempDir, writeManifest, type TestKernel } from '../harness/index.ts';
+import type { PluginStatus } from '../../kernel/plugin-api.ts';
 
 /** The repository's manifests (the `plugins` router lives there) plus a test's own folder. */
 const withRepoManifests = (dir: string) => [path.join(REPO_ROOT, 'manifests'), dir];
@@ -14,17 +15,7 @@ function writeManifestAs(dir: string, fileName: string, manifest: Record<string,
   return file;
 }
 
-interface Status {
-  id: string;
-  version: string | null;
-  kind: string | null;
-  state: 'loaded' | 'failed' | 'disabled';
-  reason: string | null;
-  manifest_file: string;
-  prefix: string | null;
-  loaded_at: string | null;
-  last_reload_error: string | null;
-}
+type Status = PluginStatus;
 
 async function statuses(t: TestKernel): Promise<Status[]> {
   const res = await t.request<Status[]>('GET', '/api/plugins');

@@ -45,6 +45,13 @@ describe('settings', () => {
     expect(() => loadSettings({ [name]: value })).toThrow(new RegExp(`^invalid setting ${name}: `));
   });
 
+  it('checks answers against their schemas except in production, unless told', () => {
+    expect(loadSettings({}).VALIDATE_RESPONSES).toBe(true);
+    const production = { NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32), PAT_HASH_KEY: 'y'.repeat(32) };
+    expect(loadSettings(production).VALIDATE_RESPONSES).toBe(false);
+    expect(loadSettings({ ...production, VALIDATE_RESPONSES: 'true' }).VALIDATE_RESPONSES).toBe(true);
+  });
+
   it('requires the secrets in production', () => {
     expect(() => loadSettings({ NODE_ENV: 'production' })).toThrow('invalid setting JWT_SECRET: required when NODE_ENV=production');
     expect(() => loadSettings({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32) })).toThrow('invalid setting PAT_HASH_KEY');
