@@ -46,6 +46,9 @@ export function buildOpenApiDocument(routes: MountedRoute[], serverUrl?: string)
     if (route.capability || route.orgScoped) responses['403'] ??= problemResponse('Authenticated, but not allowed');
     responses.default = problemResponse('Any other error, as problem details');
 
+    const orgHeader = z.object({
+      'X-Org-Id': z.string().regex(/^\d+$/).optional().describe('Current organization; default: your default organization'),
+    });
     registry.registerPath({
       method: route.method,
       path: m.path,
@@ -57,7 +60,7 @@ export function buildOpenApiDocument(routes: MountedRoute[], serverUrl?: string)
       request: {
         params: route.request?.params,
         query: route.request?.query,
-        headers: route.request?.headers,
+        headers: route.orgScoped ? (route.request?.headers ? route.request.headers.extend(orgHeader.shape) : orgHeader) : route.request?.headers,
         body: route.request?.body
           ? { required: true, content: Object.fromEntries((route.request.bodyTypes ?? ['application/json']).map((type: string) => [type, { schema: route.request!.body! }])) }
           : undefined,

@@ -32,6 +32,9 @@ export function redactUrl(url: string): string {
 /** Postgres adapter over a pg pool. Platform tables live in the connection's default schema. */
 export function openPostgresStorage(connectionString: string, poolSize = 10): Storage {
   const pool = new pg.Pool({ connectionString, max: poolSize, types: poolTypes });
+  // An idle client whose connection the server ends (restart, failover) emits 'error' on the pool;
+  // unhandled it would crash the process. pg drops that client and the next query opens a new one.
+  pool.on('error', () => undefined);
   const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
 
   return {

@@ -39,7 +39,7 @@ const PROBE_ROUTES: {
   { method: 'get', path: '/api/probe/boom', responses: ['200', 'default'], security: 'none' },
   { method: 'get', path: '/api/probe/problem/{status}', params: [{ name: 'status', in: 'path', required: true }], responses: ['204', '400', 'default'], security: 'none' },
   { method: 'get', path: '/api/probe/bad-response', responses: ['200', 'default'], security: 'none' },
-  { method: 'get', path: '/api/probe/org', responses: ['200', '401', '403', 'default'], security: 'bearer' },
+  { method: 'get', path: '/api/probe/org', params: [{ name: 'X-Org-Id', in: 'header', required: false }], responses: ['200', '401', '403', 'default'], security: 'bearer' },
   { method: 'get', path: '/api/probe/special', responses: ['200', '401', '403', 'default'], security: 'bearer' },
 ];
 
