@@ -1,10 +1,19 @@
 import 'dotenv/config';
+import { register } from 'node:module';
+import { fileURLToPath } from 'node:url';
 import { loadSettings, SettingsError } from './config.ts';
 import { Kernel } from './kernel.ts';
 import { RequiredPluginError } from './registry/registry.ts';
 
+/** Lets a plugin reload re-import the plugin's own modules, not only its entry (see the hook file). */
+function registerReloadHooks() {
+  const sharedRoots = ['../', '../../storage/'].map((dir) => fileURLToPath(new URL(dir, new URL('./registry/', import.meta.url))));
+  register('./registry/reload-hooks.mjs', import.meta.url, { data: { sharedRoots } });
+}
+
 /** `npm start`: validate settings, start the platform, stop gracefully on SIGTERM / SIGINT. */
 async function main() {
+  registerReloadHooks();
   let settings;
   try {
     settings = loadSettings(process.env);

@@ -238,4 +238,49 @@ describe('the server process', () => {
     // and nothing listens any more
     await expect(fetch(`${baseUrl}/healthz`, { signal: AbortSignal.timeout(5_000) })).rejects.toThrow();
   });
+
+  it('re-imports a plugin\u2019s own modules on reload, not only its entry', { timeout: 90_000 }, async () => {
+    // A third-party plugin outside the repository: its entry imports a module of its own.
+    const root = newTemp('dp-proc-thirdparty-');
+    const pluginDir = path.join(root, 'plugins/hello');
+    fs.mkdirSync(pluginDir, { recursive: true });
+    fs.mkdirSync(path.join(root, 'manifests'));
+    fs.writeFileSync(path.join(root, 'package.json'), JSON.stringify({ type: 'module' }));
+    fs.symlinkSync(path.join(REPO_ROOT, 'node_modules'), path.join(root, 'node_modules'));
+    const message = (text: string) => fs.writeFileSync(path.join(pluginDir, 'message.ts'), `export const message = ${JSON.stringify(text)};\n`);
+    message('first');
+    fs.writeFileSync(
+      path.join(pluginDir, 'index.ts'),
+      [
+        "import { z } from 'zod';",
+        `import { definePlugin, defineRoute } from ${JSON.stringify(path.join(REPO_ROOT, 'kernel/plugin-api.ts'))};`,
+        "import { message } from './message.ts';",
+        'export default definePlugin({ deps: {}, init: () => ({ routes: [defineRoute({',
+        "  method: 'get', path: '', summary: 'Says the message', security: 'none',",
+        "  responses: { 200: { description: 'ok', schema: z.object({ message: z.string() }) } },",
+        '  handler: () => ({ message }),',
+        '})] }) });',
+      ].join('\n'),
+    );
+    fs.writeFileSync(
+      path.join(root, 'manifests/hello.json'),
+      JSON.stringify({ id: 'hello', version: '1.0.0', kind: 'router', entry: '../plugins/hello/index.ts', router: { prefix: '/api/hello', tag: 'hello' } }),
+    );
+    const secret = crypto.randomBytes(32).toString('hex');
+    const child = startServer({
+      DATA_DIR: newTemp('dp-proc-reload-'),
+      PORT: String(await freePort()),
+      LOG_LEVEL: 'error',
+      ADMIN_PASSWORD: 'admin-password-1',
+      JWT_SECRET: secret,
+      MANIFESTS_DIR: [path.join(REPO_ROOT, 'manifests'), path.join(root, 'manifests')].join(path.delimiter),
+    });
+    const [, baseUrl] = await waitForStdout(child, LISTENING);
+    expect(await get(`${baseUrl}/api/hello`)).toEqual({ status: 200, body: { message: 'first' } });
+
+    message('second');
+    const reload = await fetch(`${baseUrl}/api/plugins/hello/reload`, { method: 'POST', headers: { authorization: `Bearer ${await adminToken(secret)}` }, signal: AbortSignal.timeout(10_000) });
+    expect(reload.status).toBe(200);
+    expect(await get(`${baseUrl}/api/hello`)).toEqual({ status: 200, body: { message: 'second' } });
+  });
 });
