@@ -21,7 +21,7 @@ export async function bootstrapAdmin(storage: Storage, settings: Settings, logge
       .insertInto('users')
       .values({
         username: settings.ADMIN_USERNAME,
-        email: settings.ADMIN_EMAIL,
+        email: settings.ADMIN_EMAIL.toLowerCase(), // the users directory stores and looks e-mails up lower-cased
         password_hash: passwordHash,
         role: PLATFORM_ADMIN_ROLE,
         default_org_id: org.id,

@@ -34,7 +34,8 @@ export class Tenancy {
   private async enter(identity: Identity, orgId: number): Promise<number> {
     if (await this.organizations.isMember(orgId, identity.userId)) return orgId;
     if (identity.isPlatformAdmin && (await this.organizations.get(orgId))) {
-      await this.audit.record({ action: 'tenancy.cross_org_access', targetType: 'organization', targetId: orgId, orgId });
+      // The principal is not on the request yet (capabilities come after the organization): name the actor.
+      await this.audit.record({ action: 'tenancy.cross_org_access', actor: { userId: identity.userId, username: identity.username }, targetType: 'organization', targetId: orgId, orgId });
       return orgId;
     }
     throw problems.forbidden(`organization ${orgId} does not exist or you are not a member`);

@@ -201,10 +201,18 @@ export class PersonalAccessTokens {
       .where('m.org_id', '=', orgId);
   }
 
-  /** Legacy secrets predate the checksum; only they may skip the checksum check. */
+  /**
+   * Legacy secrets predate the checksum; only they may skip the checksum check: before their
+   * upgrade (bare SHA-256 row) and after it (HMAC row), or they would work exactly once.
+   */
   private async hasLegacyRow(secret: string): Promise<boolean> {
     const legacy = crypto.createHash('sha256').update(secret).digest('hex');
-    return !!(await this.storage.db.selectFrom('personal_access_tokens').select('id').where('token_hash', '=', legacy).where('hash_kind', '=', 'sha256').executeTakeFirst());
+    const hmac = this.hmac(secret);
+    return !!(await this.storage.db
+      .selectFrom('personal_access_tokens')
+      .select('id')
+      .where((eb) => eb.or([eb.and([eb('token_hash', '=', legacy), eb('hash_kind', '=', 'sha256')]), eb.and([eb('token_hash', '=', hmac), eb('hash_kind', '=', 'hmac')])]))
+      .executeTakeFirst());
   }
 
   private toInfo(row: TokenRow): TokenInfo {

@@ -1,0 +1,112 @@
+import { z } from 'zod';
+import { definePlugin, defineRoute, identitySchemas as s, kernelServices, reply } from '../../kernel/plugin-api.ts';
+import { projectMigrations } from './migrations.ts';
+import { ProjectStore } from './project-store.ts';
+
+const projectSchema = z
+  .object({
+    id: z.number().int(),
+    org_id: z.number().int(),
+    key: z.string(),
+    name: z.string(),
+    description: z.string().nullable(),
+    created_by: z.number().int().nullable(),
+    created_at: z.string(),
+    updated_at: z.string(),
+  })
+  .meta({ id: 'Project' });
+
+/** Project keys as Dataiku has them: upper-case letters, digits and underscores, starting with a letter. */
+const projectKey = z
+  .string()
+  .regex(/^[A-Z][A-Z0-9_]{1,31}$/, 'must be 2-32 upper-case letters, digits or underscores, starting with a letter');
+
+/** The `projects` router: the containers datasets, imports and flows belong to. */
+export default definePlugin({
+  deps: { storage: kernelServices.storage, audit: kernelServices.audit },
+  migrations: projectMigrations,
+  init: ({ storage, audit }) => {
+    const projects = new ProjectStore(storage);
+    const base = { security: 'bearer', orgScoped: true } as const;
+    const idParams = s.idParam('id');
+    return {
+      routes: [
+        defineRoute({
+          ...base,
+          method: 'post',
+          path: '',
+          summary: 'Create a project in the current organization',
+          capability: 'projects.write',
+          request: { body: z.object({ key: projectKey, name: z.string().trim().min(1).max(200), description: z.string().max(5000).nullable().optional() }) },
+          responses: { 201: { description: 'The project', schema: projectSchema } },
+          handler: async ({ body, orgId, principal }) => {
+            const project = await projects.create(orgId!, body, principal!.userId);
+            await audit.record({ action: 'project.create', targetType: 'project', targetId: project.id, details: { key: project.key } });
+            return reply(201, project);
+          },
+        }),
+        defineRoute({
+          ...base,
+          method: 'get',
+          path: '',
+          summary: 'Projects of the current organization, paged, with search on key and name',
+          capability: 'projects.read',
+          request: {
+            query: z.object({
+              limit: z.coerce.number().int().min(1).max(500).default(50),
+              offset: z.coerce.number().int().min(0).default(0),
+              search: z.string().trim().min(1).max(200).optional(),
+            }),
+          },
+          responses: {
+            200: { description: 'A page of projects', schema: z.object({ items: z.array(projectSchema), total: z.number().int(), limit: z.number().int(), offset: z.number().int() }) },
+          },
+          handler: async ({ query, orgId }) => ({ ...(await projects.list(orgId!, query)), limit: query.limit, offset: query.offset }),
+        }),
+        defineRoute({
+          ...base,
+          method: 'get',
+          path: '/{id}',
+          summary: 'One project',
+          capability: 'projects.read',
+          request: { params: idParams },
+          responses: { 200: { description: 'The project', schema: projectSchema } },
+          handler: ({ params, orgId }) => projects.get(orgId!, params.id as number),
+        }),
+        defineRoute({
+          ...base,
+          method: 'patch',
+          path: '/{id}',
+          summary: 'Rename a project or change its description (the key never changes)',
+          capability: 'projects.write',
+          request: {
+            params: idParams,
+            body: z
+              .object({ name: z.string().trim().min(1).max(200).optional(), description: z.string().max(5000).nullable().optional() })
+              .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
+          },
+          responses: { 200: { description: 'The project', schema: projectSchema } },
+          handler: async ({ params, body, orgId }) => {
+            const project = await projects.update(orgId!, params.id as number, body);
+            await audit.record({ action: 'project.update', targetType: 'project', targetId: project.id, details: { changes: Object.keys(body) } });
+            return project;
+          },
+        }),
+        defineRoute({
+          ...base,
+          method: 'delete',
+          path: '/{id}',
+          summary: 'Delete a project',
+          capability: 'projects.write',
+          request: { params: idParams },
+          responses: { 204: { description: 'Deleted' } },
+          handler: async ({ params, orgId }) => {
+            const project = await projects.remove(orgId!, params.id as number);
+            await audit.record({ action: 'project.delete', targetType: 'project', targetId: project.id, details: { key: project.key } });
+            return reply(204);
+          },
+        }),
+      ],
+    };
+  },
+});
