@@ -17,6 +17,8 @@ export interface TestKernelOptions {
   manifestDirs?: string[];
   /** Extra settings (environment variables). */
   env?: Record<string, string>;
+  /** Collects every log line (level trace) here instead of discarding the log. */
+  logLines?: string[];
 }
 
 export interface TestResponse<T = any> {
@@ -63,7 +65,9 @@ export async function startTestKernel(options: TestKernelOptions): Promise<TestK
     API_RATE_LIMIT_PER_SEC: '0',
     ...options.env,
   });
-  const kernel = new Kernel({ settings, logger: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'), print: () => undefined });
+  const logLines = options.logLines;
+  const logger = logLines ? createLogger('trace', { write: (line: string) => void logLines.push(line) }) : createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
+  const kernel = new Kernel({ settings, logger, print: () => undefined });
   try {
     await kernel.start();
   } catch (err) {

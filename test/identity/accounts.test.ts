@@ -1,5 +1,4 @@
 import path from 'node:path';
-import pino, { type Logger } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadSettings } from '../../kernel/config.ts';
 import { Kernel } from '../../kernel/kernel.ts';
@@ -55,14 +54,6 @@ async function bootKernel(dataDir: string, database: ScratchDatabase, env: Recor
       return { status: res.status, body: /json/.test(res.headers.get('content-type') ?? '') && text ? JSON.parse(text) : text, text };
     },
   };
-}
-
-/** Redirects every log line of a running kernel (any level, child loggers included) into an array. */
-function captureLogs(logger: Logger): string[] {
-  const lines: string[] = [];
-  (logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] = { write: (line: string) => void lines.push(line) };
-  logger.level = 'trace';
-  return lines;
 }
 
 const decodeJwt = (token: string) => JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString('utf8')) as Record<string, unknown>;
@@ -177,8 +168,8 @@ describe.each(DIALECTS)('accounts without SMTP, login, deactivation (%s)', (dial
   const EXPIRE_MINUTES = 5;
 
   beforeAll(async () => {
-    t = await startTestKernel({ dialect, env: { JWT_EXPIRE_MINUTES: String(EXPIRE_MINUTES) } });
-    logs = captureLogs(t.kernel.logger);
+    logs = [];
+    t = await startTestKernel({ dialect, env: { JWT_EXPIRE_MINUTES: String(EXPIRE_MINUTES) }, logLines: logs });
   });
   afterAll(async () => {
     await t?.stop();

@@ -1,4 +1,3 @@
-import pino, { type Logger } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS } from '../harness/dialects.ts';
 import { startTestKernel, type TestKernel, type TestResponse } from '../harness/index.ts';
@@ -8,14 +7,6 @@ const MAIL_FROM_ADDRESS = 'platform-mailer@example.test';
 const MAIL_WAIT_MS = 10_000;
 /** How long to wait before concluding that no mail is coming. */
 const NO_MAIL_WAIT_MS = 1_500;
-
-/** Redirects every log line of the kernel (any level, child loggers included) into an array. */
-function captureLogs(logger: Logger): string[] {
-  const lines: string[] = [];
-  (logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] = { write: (line: string) => void lines.push(line) };
-  logger.level = 'trace';
-  return lines;
-}
 
 /** The one secret standing on a line of its own in a mail body. */
 function secretOf(mail: ReceivedMail): string {
@@ -52,8 +43,8 @@ describe.each(DIALECTS)('password flows and mail (%s)', (dialect) => {
 
   beforeAll(async () => {
     smtp = await startSmtpServer();
-    t = await startTestKernel({ dialect, env: { SMTP_URL: smtp.url, MAIL_FROM: `Data Platform <${MAIL_FROM_ADDRESS}>` } });
-    logs = captureLogs(t.kernel.logger);
+    logs = [];
+    t = await startTestKernel({ dialect, env: { SMTP_URL: smtp.url, MAIL_FROM: `Data Platform <${MAIL_FROM_ADDRESS}>` }, logLines: logs });
     secrets.add('admin-password-1');
   });
   afterAll(async () => {
