@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Storage } from '../storage/index.ts';
 import { hashPassword, randomPassword } from './auth/password.ts';
-import { PLATFORM_ADMIN_ROLE } from './auth/authenticator.ts';
+import { PLATFORM_ADMIN_ROLE } from './identity/users.ts';
 import type { Settings } from './config.ts';
 
 /**

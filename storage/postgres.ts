@@ -1,8 +1,9 @@
 import pg from 'pg';
 import { Kysely, PostgresDialect, sql, type CreateTableBuilder } from 'kysely';
+import { postgresDataTables } from './data-tables-postgres.ts';
 import type { Storage, TableSnapshot } from './types.ts';
 
-const OID = { int8: 20, timestamp: 1114, timestamptz: 1184 } as const;
+const OID = { int8: 20, date: 1082, timestamp: 1114, timestamptz: 1184 } as const;
 // An arbitrary constant: every instance sharing the database contends for the same advisory lock.
 const MIGRATION_LOCK_KEY = 4_207_310_001;
 
@@ -15,6 +16,7 @@ const poolTypes = {
     if (oid === OID.timestamptz) return (value: string) => new Date(value).toISOString();
     if (oid === OID.timestamp) return (value: string) => new Date(`${value}Z`).toISOString();
     if (oid === OID.int8) return (value: string) => Number(value);
+    if (oid === OID.date) return (value: string) => value; // a calendar date, not an instant: keep YYYY-MM-DD
     return pg.types.getTypeParser(oid, format as 'text');
   },
 };
@@ -40,6 +42,7 @@ export function openPostgresStorage(connectionString: string, poolSize = 10): St
   return {
     db,
     description: redactUrl(connectionString),
+    dataTables: postgresDataTables,
     types: { json: 'jsonb', timestamp: 'timestamptz', text: 'text', integer: 'integer', bigint: 'bigint', boolean: 'boolean', double: 'double precision' },
     addIdColumn<TB extends string, C extends string>(table: CreateTableBuilder<TB, C>, name = 'id') {
       return table.addColumn(name, 'integer', (col) => col.primaryKey().generatedByDefaultAsIdentity()) as CreateTableBuilder<TB, C>;

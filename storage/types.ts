@@ -1,4 +1,5 @@
 import type { ColumnDataType, CreateTableBuilder, Kysely, Transaction } from 'kysely';
+import type { DataTables } from './data-tables.ts';
 
 /**
  * Column types a migration uses for the portable kinds of data. Each adapter maps them to its
@@ -51,6 +52,8 @@ export interface Storage {
   withMigrationLock<T>(work: () => Promise<T>): Promise<T>;
   /** Tables (with columns and indexes) of the platform's own namespace, sorted by name. */
   snapshotSchema(): Promise<TableSnapshot[]>;
+  /** Dataset tables: real tables in a per-organization namespace. */
+  readonly dataTables: DataTables;
   /** Cheap round trip used by /readyz. */
   ping(): Promise<void>;
   close(): Promise<void>;

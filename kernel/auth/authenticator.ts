@@ -1,11 +1,10 @@
 import type { Storage } from '../../storage/index.ts';
 import type { PersonalAccessTokens } from '../identity/tokens.ts';
 import { PAT_PREFIX } from '../identity/tokens.ts';
+import { PLATFORM_ADMIN_ROLE } from '../identity/users.ts';
 import { problems } from '../problem.ts';
 import { VerifiedTokenCache, type JwtSettings } from './jwt.ts';
 
-/** The legacy role that makes a user a platform administrator, holding every capability. */
-export const PLATFORM_ADMIN_ROLE = 'admin';
 
 /** Who is calling, before the organization and capabilities of the request are known. */
 export interface Identity {

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import zlib from 'node:zlib';
 import type { Storage } from '../../storage/index.ts';
+import { PLATFORM_ADMIN_ROLE } from './users.ts';
 import { problems } from '../problem.ts';
 
 export const PAT_PREFIX = 'svc_';
@@ -58,6 +59,12 @@ export interface TokenRow {
   last_used_at: string | null;
   revoked_at: string | null;
   revoked_by: number | null;
+}
+
+/** The token after a revoke, and whether this call revoked it (false: it already was). */
+export interface Revocation {
+  info: TokenInfo;
+  revokedNow: boolean;
 }
 
 export interface TokenInfo {
@@ -160,45 +167,52 @@ export class PersonalAccessTokens {
     return rows.map((r) => this.toInfo(r as TokenRow));
   }
 
-  /** Every token whose owner is a member of the organization. */
-  async listForOrganization(orgId: number): Promise<TokenInfo[]> {
-    const rows = await this.orgTokens(orgId).orderBy('t.id').execute();
+  /** Every token whose owner is a member of the organization (see `orgTokens` for platform admins). */
+  async listForOrganization(orgId: number, callerIsPlatformAdmin: boolean): Promise<TokenInfo[]> {
+    const rows = await this.orgTokens(orgId, callerIsPlatformAdmin).orderBy('t.id').execute();
     return rows.map((r) => ({ ...this.toInfo(r as unknown as TokenRow), username: r.username as string }));
   }
 
-  /** Revokes the caller's own token; someone else's is "not found". */
-  async revokeOwn(userId: number, id: number): Promise<TokenInfo> {
+  /** Revokes the caller's own token; someone else's is "not found". Revoking twice changes nothing. */
+  async revokeOwn(userId: number, id: number): Promise<Revocation> {
     const row = (await this.storage.db.selectFrom('personal_access_tokens').selectAll().where('id', '=', id).where('user_id', '=', userId).executeTakeFirst()) as TokenRow | undefined;
     if (!row) throw problems.notFound(`no token ${id} of yours`);
     return this.revoke(row, userId);
   }
 
   /** Revokes any token of a member of the organization (org.admin governance). */
-  async revokeInOrganization(orgId: number, id: number, adminId: number): Promise<TokenInfo & { user_id: number }> {
-    const row = (await this.orgTokens(orgId).where('t.id', '=', id).executeTakeFirst()) as unknown as TokenRow | undefined;
+  async revokeInOrganization(orgId: number, id: number, admin: { userId: number; isPlatformAdmin: boolean }): Promise<Revocation> {
+    const row = (await this.orgTokens(orgId, admin.isPlatformAdmin).where('t.id', '=', id).executeTakeFirst()) as unknown as TokenRow | undefined;
     if (!row) throw problems.notFound(`no token ${id} in this organization`);
-    return this.revoke(row, adminId);
+    return this.revoke(row, admin.userId);
   }
 
-  private async revoke(row: TokenRow, by: number): Promise<TokenInfo> {
-    if (row.revoked_at) return this.toInfo(row);
+  private async revoke(row: TokenRow, by: number): Promise<Revocation> {
+    if (row.revoked_at) return { info: this.toInfo(row), revokedNow: false };
     const updated = await this.storage.db
       .updateTable('personal_access_tokens')
       .set({ revoked_at: this.storage.now(), revoked_by: by })
       .where('id', '=', row.id)
       .returningAll()
       .executeTakeFirstOrThrow();
-    return this.toInfo(updated as TokenRow);
+    return { info: this.toInfo(updated as TokenRow), revokedNow: true };
   }
 
-  private orgTokens(orgId: number) {
-    return this.storage.db
+  /**
+   * Tokens of the organization's members. A platform admin belongs to every organization they
+   * created; an organization's admins must not govern the platform admin's tokens, so those are
+   * visible to platform admins only.
+   */
+  private orgTokens(orgId: number, includePlatformAdmins: boolean) {
+    let query = this.storage.db
       .selectFrom('personal_access_tokens as t')
       .innerJoin('organization_members as m', 'm.user_id', 't.user_id')
       .innerJoin('users as u', 'u.id', 't.user_id')
       .selectAll('t')
       .select('u.username')
       .where('m.org_id', '=', orgId);
+    if (!includePlatformAdmins) query = query.where('u.role', '!=', PLATFORM_ADMIN_ROLE);
+    return query;
   }
 
   /**

@@ -3,6 +3,9 @@ import { hashPassword, verifyPassword } from '../auth/password.ts';
 import { problems } from '../problem.ts';
 
 export const ROLES = ['admin', 'editor', 'viewer', 'management', 'cs_staff'] as const;
+
+/** The legacy role that makes a user a platform administrator, holding every capability. */
+export const PLATFORM_ADMIN_ROLE = 'admin';
 export type Role = (typeof ROLES)[number];
 
 /** A user as the API shows it: never a hash. */

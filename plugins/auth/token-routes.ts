@@ -52,8 +52,8 @@ export function tokenRoutes({ tokens, audit, capabilities }: AuthServices) {
       request: { params: s.idParam('id') },
       responses: { 200: { description: 'The revoked token', schema: s.tokenInfoSchema } },
       handler: async ({ params, principal }) => {
-        const info = await tokens.revokeOwn(principal!.userId, params.id as number);
-        await audit.record({ action: 'token.revoke', targetType: 'token', targetId: info.id, details: { token_name: info.name } });
+        const { info, revokedNow } = await tokens.revokeOwn(principal!.userId, params.id as number);
+        if (revokedNow) await audit.record({ action: 'token.revoke', targetType: 'token', targetId: info.id, details: { token_name: info.name } });
         return info;
       },
     }),
@@ -65,7 +65,7 @@ export function tokenRoutes({ tokens, audit, capabilities }: AuthServices) {
       capability: 'org.admin',
       orgScoped: true,
       responses: { 200: { description: 'Token metadata', schema: z.array(s.tokenInfoSchema) } },
-      handler: ({ orgId }) => tokens.listForOrganization(orgId!),
+      handler: ({ orgId, principal }) => tokens.listForOrganization(orgId!, principal!.isPlatformAdmin),
     }),
     defineRoute({
       method: 'delete',
@@ -77,8 +77,8 @@ export function tokenRoutes({ tokens, audit, capabilities }: AuthServices) {
       request: { params: s.idParam('id') },
       responses: { 200: { description: 'The revoked token', schema: s.tokenInfoSchema } },
       handler: async ({ params, orgId, principal }) => {
-        const info = await tokens.revokeInOrganization(orgId!, params.id as number, principal!.userId);
-        await audit.record({ action: 'token.revoke', targetType: 'token', targetId: info.id, details: { token_name: info.name, owner_id: info.user_id, by_org_admin: true } });
+        const { info, revokedNow } = await tokens.revokeInOrganization(orgId!, params.id as number, principal!);
+        if (revokedNow) await audit.record({ action: 'token.revoke', targetType: 'token', targetId: info.id, details: { token_name: info.name, owner_id: info.user_id, by_org_admin: true } });
         return info;
       },
     }),

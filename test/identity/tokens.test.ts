@@ -309,6 +309,16 @@ describe.each(DIALECTS)('personal access tokens (%s)', (dialect) => {
       expect((await t.request('GET', '/api/plugins', { token: body.token })).status).toBe(401);
     });
 
+    it('answers a second revoke with the same token and audits the revoke once', async () => {
+      const body = await mintOk({ name: 'revoke twice' });
+      const first = await revokeOwn(body.id);
+      const second = await revokeOwn(body.id);
+      expect(second.status).toBe(200);
+      expect(second.body.revoked_at).toBe(first.body.revoked_at);
+      const audit = await t.request('GET', `/api/audit?action=token.revoke&target=token:${body.id}`);
+      expect(audit.body.items).toHaveLength(1);
+    });
+
     it('lets a token revoke itself, and it is refused right after', async () => {
       const body = await mintOk({ name: 'self revoke' });
       const res = await revokeOwn(body.id, body.token);
@@ -366,12 +376,23 @@ describe.each(DIALECTS)('personal access tokens (%s)', (dialect) => {
       const expected = await t.kernel.storage.db
         .selectFrom('personal_access_tokens as p')
         .innerJoin('organization_members as m', 'm.user_id', 'p.user_id')
+        .innerJoin('users as u', 'u.id', 'p.user_id')
         .select('p.id')
         .where('m.org_id', '=', 1)
+        .where('u.role', '!=', 'admin') // platform admins' tokens are governed by platform admins only
         .orderBy('p.id')
         .execute();
       expect(ids).toEqual(expected.map((r) => r.id));
       expect(ids).toEqual(expect.arrayContaining([memberToken.id, ownToken.id]));
+      // The platform admin sees them all, including their own.
+      const all = await t.request('GET', '/api/auth/tokens/admin');
+      const platformAdminTokens = await t.kernel.storage.db.selectFrom('personal_access_tokens').select('id').where('user_id', '=', 1).execute();
+      expect(platformAdminTokens.length).toBeGreaterThan(0);
+      expect(all.body.map((x: { id: number }) => x.id)).toEqual(expect.arrayContaining(platformAdminTokens.map((r) => r.id)));
+      for (const { id } of platformAdminTokens) {
+        expect(ids).not.toContain(id);
+        expect((await t.request('DELETE', `/api/auth/tokens/admin/${id}`, { token: orgAdmin.token })).status).toBe(404);
+      }
       const entry = res.body.find((x: { id: number }) => x.id === memberToken.id);
       expect(entry).toMatchObject({ user_id: member.id, username: 'token-member', name: 'member token' });
       for (const s of secrets) expect(res.text.includes(s.slice(10))).toBe(false);

@@ -1,0 +1,45 @@
+import { sql, type Kysely, type RawBuilder } from 'kysely';
+
+/** Column types of dataset tables (issue: string, integer, number, boolean, date, timestamp, json). */
+export const DATA_COLUMN_TYPES = ['string', 'integer', 'number', 'boolean', 'date', 'timestamp', 'json'] as const;
+export type DataColumnType = (typeof DATA_COLUMN_TYPES)[number];
+
+export interface DataColumn {
+  name: string;
+  type: DataColumnType;
+}
+
+/** Hidden surrogate key of every dataset table: stable order and cursor paging. */
+export const ROW_ID = '_row_id';
+
+/**
+ * Dataset contents live in real tables, one per dataset, in a per-organization namespace: a schema
+ * `org_<id>` on Postgres, a `org_<id>__` name prefix on SQLite (one file holds everything).
+ */
+export interface DataTables {
+  /** The table as a SQL fragment (quoted, schema-qualified where the dialect has schemas). */
+  ref(orgId: number, table: string): RawBuilder<unknown>;
+  /** Creates the organization's namespace if needed (idempotent). */
+  ensureNamespace(db: Kysely<any>, orgId: number): Promise<void>;
+  create(db: Kysely<any>, orgId: number, table: string, columns: DataColumn[]): Promise<void>;
+  drop(db: Kysely<any>, orgId: number, table: string): Promise<void>;
+  /** Renames `from` to `to` within the organization's namespace. */
+  rename(db: Kysely<any>, orgId: number, from: string, to: string): Promise<void>;
+  /** Inserts rows (values in column order, already typed) in as few statements as the dialect allows. */
+  insert(db: Kysely<any>, orgId: number, table: string, columns: DataColumn[], rows: unknown[][]): Promise<void>;
+  /** Turns a stored value back into its API value (booleans, JSON and dates differ per dialect). */
+  decode(type: DataColumnType, value: unknown): unknown;
+  /** Largest number of bound parameters one statement may carry. */
+  readonly maxParameters: number;
+}
+
+/** Rows per INSERT statement for `columns` columns under a dialect's parameter limit. */
+export function batchSize(columns: number, maxParameters: number): number {
+  return Math.max(1, Math.min(1000, Math.floor(maxParameters / Math.max(1, columns))));
+}
+
+export function insertStatement(target: RawBuilder<unknown>, columns: DataColumn[], rows: unknown[][], cast: (type: DataColumnType, value: unknown) => unknown) {
+  const names = sql.join(columns.map((c) => sql.id(c.name)));
+  const values = sql.join(rows.map((row) => sql`(${sql.join(row.map((value, i) => cast(columns[i].type, value)))})`));
+  return sql`insert into ${target} (${names}) values ${values}`;
+}
