@@ -63,7 +63,13 @@ export function buildOpenApiDocument(routes: MountedRoute[], serverUrl?: string)
         headers: route.orgScoped ? (route.request?.headers ? route.request.headers.extend(orgHeader.shape) : orgHeader) : route.request?.headers,
         body: route.request?.body
           ? { required: true, content: Object.fromEntries((route.request.bodyTypes ?? ['application/json']).map((type: string) => [type, { schema: route.request!.body! }])) }
-          : undefined,
+          : route.request?.stream
+            ? {
+                required: true,
+                description: route.request.stream.description,
+                content: Object.fromEntries(route.request.stream.contentTypes.map((type: string) => [type, { schema: z.string().meta({ format: 'binary' }) }])),
+              }
+            : undefined,
       },
       responses,
     });

@@ -16,6 +16,11 @@ export interface RouteRequestSchemas {
   bodyTypes?: string[];
   /** Body size limit for this route (e.g. `16kb`); default the BODY_LIMIT setting. */
   bodyLimit?: string;
+  /**
+   * A body the handler streams itself (uploads): not parsed by the kernel, which only checks the
+   * media type (415 otherwise). Described in OpenAPI as binary content of these types.
+   */
+  stream?: { contentTypes: string[]; description: string };
 }
 
 export interface RouteResponse {

@@ -19,8 +19,8 @@ export const sqliteDataTables: DataTables = {
   ref: (orgId, table) => sql.id(physical(orgId, table)),
   async ensureNamespace() {},
   async create(db, orgId, table, columns) {
-    const definitions = columns.map((c) => sql`${sql.id(c.name)} ${sql.raw(SQLITE_TYPES[c.type])}`);
-    await sql`create table ${sql.id(physical(orgId, table))} (${sql.id(ROW_ID)} integer primary key autoincrement, ${sql.join(definitions)})`.execute(db);
+    const definitions = [sql`${sql.id(ROW_ID)} integer primary key autoincrement`, ...columns.map((c) => sql`${sql.id(c.name)} ${sql.raw(SQLITE_TYPES[c.type])}`)];
+    await sql`create table ${sql.id(physical(orgId, table))} (${sql.join(definitions)})`.execute(db);
   },
   async drop(db, orgId, table) {
     await sql`drop table if exists ${sql.id(physical(orgId, table))}`.execute(db);

@@ -49,6 +49,10 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
       plugin.track(async () => {
         const state = ctx.state as RequestState;
         const principal = await authorize(route, ctx, state, deps);
+        const streamed = route.request?.stream;
+        if (streamed && !ctx.is(streamed.contentTypes)) {
+          throw new HttpProblem(415, `send the body as ${streamed.contentTypes.join(' or ')}, not ${ctx.request.type || 'an unnamed type'}`);
+        }
         if (route.request?.body) {
           if (ctx.request.length && !ctx.is(bodyTypes)) throw new HttpProblem(415, `send the body as ${bodyTypes.join(' or ')}, not ${ctx.request.type || 'an unnamed type'}`);
           await parseBody(ctx, async () => undefined);

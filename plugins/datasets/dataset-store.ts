@@ -1,0 +1,120 @@
+import { sql } from 'kysely';
+import { problems } from '../../kernel/plugin-api.ts';
+import type { DataColumn, Storage } from '../../storage/index.ts';
+
+export interface DatasetColumn extends DataColumn {
+  pii: boolean;
+  description: string | null;
+}
+
+export interface Dataset {
+  id: number;
+  org_id: number;
+  project_id: number;
+  name: string;
+  description: string | null;
+  columns: DatasetColumn[];
+  row_count: number;
+  version: number;
+  table_name: string;
+  created_by: number | null;
+  created_at: string;
+  updated_at: string;
+}
+
+const isUniqueViolation = (err: unknown) => /unique|duplicate key/i.test((err as Error).message);
+
+/** The dataset catalog of one organization at a time; every read and write filters by `orgId`. */
+export class DatasetStore {
+  constructor(private readonly storage: Storage) {}
+
+  private decode(row: Record<string, unknown>): Dataset {
+    return { ...(row as unknown as Dataset), columns: this.storage.decodeJson<DatasetColumn[]>(row.columns), row_count: Number(row.row_count) };
+  }
+
+  async projectExists(orgId: number, projectId: number): Promise<boolean> {
+    // The projects plugin (a declared dependency) owns this table; datasets only read it.
+    return !!(await this.storage.db.selectFrom('projects').select('id').where('org_id', '=', orgId).where('id', '=', projectId).executeTakeFirst());
+  }
+
+  async create(orgId: number, input: { name: string; project_id: number; description?: string | null; columns: DatasetColumn[] }, userId: number): Promise<Dataset> {
+    if (!(await this.projectExists(orgId, input.project_id))) {
+      throw problems.unprocessable(`project ${input.project_id} does not exist in this organization`, [{ path: 'body.project_id', message: 'no such project' }]);
+    }
+    const { storage } = this;
+    const now = storage.now();
+    try {
+      return await storage.transaction(async (trx) => {
+        const row = await trx
+          .insertInto('datasets')
+          .values({
+            org_id: orgId,
+            project_id: input.project_id,
+            name: input.name,
+            description: input.description ?? null,
+            columns: storage.encodeJson(input.columns),
+            row_count: 0,
+            version: 1,
+            table_name: 'pending',
+            created_by: userId,
+            created_at: now,
+            updated_at: now,
+          })
+          .returningAll()
+          .executeTakeFirstOrThrow();
+        const tableName = `ds_${row.id}`;
+        await trx.updateTable('datasets').set({ table_name: tableName }).where('id', '=', row.id).execute();
+        await storage.dataTables.create(trx, orgId, tableName, input.columns);
+        return this.decode({ ...row, table_name: tableName });
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw problems.conflict(`a dataset named "${input.name}" already exists in this organization`);
+      throw err;
+    }
+  }
+
+  async list(orgId: number, page: { limit: number; offset: number; search?: string; project_id?: number }): Promise<{ items: Dataset[]; total: number }> {
+    let query = this.storage.db.selectFrom('datasets').where('org_id', '=', orgId);
+    if (page.project_id !== undefined) query = query.where('project_id', '=', page.project_id);
+    if (page.search) {
+      const pattern = `%${page.search.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+      query = query.where(sql<boolean>`(lower(name) like ${pattern} escape '\\' or lower(coalesce(description, '')) like ${pattern} escape '\\')`);
+    }
+    const rows = await query.selectAll().orderBy('id').limit(page.limit).offset(page.offset).execute();
+    const { total } = await query.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow();
+    return { items: rows.map((r) => this.decode(r)), total: Number(total) };
+  }
+
+  /** The dataset, if it belongs to the organization; another organization's is "not found". */
+  async get(orgId: number, id: number): Promise<Dataset> {
+    const row = await this.storage.db.selectFrom('datasets').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst();
+    if (!row) throw problems.notFound(`no dataset ${id} in this organization`);
+    return this.decode(row);
+  }
+
+  async update(orgId: number, id: number, changes: { name?: string; description?: string | null; columns?: DatasetColumn[] }): Promise<Dataset> {
+    await this.get(orgId, id);
+    const { columns, ...fields } = changes;
+    try {
+      await this.storage.db
+        .updateTable('datasets')
+        .set({ ...fields, ...(columns ? { columns: this.storage.encodeJson(columns) } : {}), updated_at: this.storage.now() })
+        .where('org_id', '=', orgId)
+        .where('id', '=', id)
+        .execute();
+    } catch (err) {
+      if (isUniqueViolation(err)) throw problems.conflict(`a dataset named "${changes.name}" already exists in this organization`);
+      throw err;
+    }
+    return this.get(orgId, id);
+  }
+
+  async remove(orgId: number, id: number): Promise<Dataset> {
+    const dataset = await this.get(orgId, id);
+    await this.storage.transaction(async (trx) => {
+      await trx.deleteFrom('datasets').where('org_id', '=', orgId).where('id', '=', id).execute();
+      await this.storage.dataTables.drop(trx, orgId, dataset.table_name);
+    });
+    return dataset;
+  }
+}

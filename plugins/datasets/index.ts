@@ -1,0 +1,15 @@
+import { definePlugin, kernelServices } from '../../kernel/plugin-api.ts';
+import { DatasetStore } from './dataset-store.ts';
+import { DatasetLoader } from './loader.ts';
+import { datasetMigrations } from './migrations.ts';
+import { datasetRoutes, parseUploadLimit } from './routes.ts';
+
+/** The `datasets` router: datasets as real tables, CSV and JSON ingest, row queries. */
+export default definePlugin({
+  deps: { storage: kernelServices.storage, audit: kernelServices.audit, config: kernelServices.config },
+  migrations: datasetMigrations,
+  init: ({ storage, audit, config }) => {
+    const store = new DatasetStore(storage);
+    return { routes: datasetRoutes({ store, loader: new DatasetLoader(storage, store), storage, audit, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT) }) };
+  },
+});

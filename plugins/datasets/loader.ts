@@ -1,0 +1,59 @@
+import crypto from 'node:crypto';
+import { sql } from 'kysely';
+import type { DataColumn, Storage } from '../../storage/index.ts';
+import type { Dataset, DatasetStore } from './dataset-store.ts';
+
+export type LoadMode = 'append' | 'replace';
+
+/**
+ * Loads rows into a dataset all-or-nothing. Rows go to a staging table first, so a failure at
+ * any row leaves the dataset exactly as it was and other requests keep being served while a big
+ * file loads; one short transaction then appends the staged rows or swaps the staging table in.
+ */
+export class DatasetLoader {
+  constructor(
+    private readonly storage: Storage,
+    private readonly store: DatasetStore,
+  ) {}
+
+  async load(dataset: Dataset, columns: DataColumn[], batches: AsyncIterable<unknown[][]> | Iterable<unknown[][]>, mode: LoadMode): Promise<{ dataset: Dataset; loaded: number }> {
+    const { dataTables, db } = this.storage;
+    const orgId = dataset.org_id;
+    const staging = `${dataset.table_name}_load_${crypto.randomBytes(4).toString('hex')}`;
+    await dataTables.create(db, orgId, staging, columns);
+    let loaded = 0;
+    try {
+      for await (const batch of batches) {
+        if (batch.length === 0) continue;
+        await dataTables.insert(db, orgId, staging, columns, batch);
+        loaded += batch.length;
+      }
+      // A dataset without columns yet takes the staged table whole, whatever the mode.
+      const swap = mode === 'replace' || dataset.columns.length === 0;
+      await this.storage.transaction(async (trx) => {
+        if (swap) {
+          await dataTables.drop(trx, orgId, dataset.table_name);
+          await dataTables.rename(trx, orgId, staging, dataset.table_name);
+        } else {
+          const names = sql.join(columns.map((c) => sql.id(c.name)));
+          await sql`insert into ${dataTables.ref(orgId, dataset.table_name)} (${names}) select ${names} from ${dataTables.ref(orgId, staging)} order by ${sql.id('_row_id')}`.execute(trx);
+          await dataTables.drop(trx, orgId, staging);
+        }
+        await trx
+          .updateTable('datasets')
+          .set({
+            row_count: swap ? loaded : sql`row_count + ${loaded}`,
+            version: sql`version + 1`,
+            ...(dataset.columns.length === 0 ? { columns: this.storage.encodeJson(columns.map((c) => ({ ...c, pii: false, description: null }))) } : {}),
+            updated_at: this.storage.now(),
+          })
+          .where('id', '=', dataset.id)
+          .execute();
+      });
+    } catch (err) {
+      await dataTables.drop(db, orgId, staging).catch(() => undefined);
+      throw err;
+    }
+    return { dataset: await this.store.get(orgId, dataset.id), loaded };
+  }
+}

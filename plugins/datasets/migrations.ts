@@ -1,0 +1,29 @@
+import type { Migration } from '../../storage/index.ts';
+
+/** The datasets plugin's catalog table; dataset contents live in tables of their own. */
+export const datasetMigrations: Record<string, Migration> = {
+  '2026-11-22T0200_datasets': {
+    async up({ db, storage }) {
+      const { types } = storage;
+      await storage
+        .addIdColumn(db.schema.createTable('datasets'))
+        .addColumn('org_id', 'integer', (c) => c.notNull().references('organizations.id').onDelete('cascade'))
+        .addColumn('project_id', 'integer', (c) => c.notNull())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('description', 'text')
+        .addColumn('columns', types.json, (c) => c.notNull())
+        .addColumn('row_count', types.bigint, (c) => c.notNull())
+        .addColumn('version', 'integer', (c) => c.notNull())
+        .addColumn('table_name', 'text', (c) => c.notNull())
+        .addColumn('created_by', 'integer')
+        .addColumn('created_at', types.timestamp, (c) => c.notNull())
+        .addColumn('updated_at', types.timestamp, (c) => c.notNull())
+        .addUniqueConstraint('datasets_org_name', ['org_id', 'name'])
+        .execute();
+      await db.schema.createIndex('datasets_project').on('datasets').column('project_id').execute();
+    },
+    async down({ db }) {
+      await db.schema.dropTable('datasets').execute();
+    },
+  },
+};

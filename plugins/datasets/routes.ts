@@ -1,0 +1,210 @@
+import bytes from 'bytes';
+import { z } from 'zod';
+import { defineRoute, identitySchemas as s, kernelServices, problems, reply, type ServiceType } from '../../kernel/plugin-api.ts';
+import type { DataColumn } from '../../storage/index.ts';
+import { readCsv } from './csv-reader.ts';
+import { csvRows } from './csv-ingest.ts';
+import type { Dataset, DatasetColumn, DatasetStore } from './dataset-store.ts';
+import type { DatasetLoader } from './loader.ts';
+import { FILTER_OPERATORS, queryRows } from './rows-query.ts';
+import { columnName, datasetName, datasetSchema, loadResultSchema, rowsPageSchema } from './schemas.ts';
+import { UPLOAD_TYPES, uploadedFile } from './upload.ts';
+import { parseJsonValue, ValueError } from './values.ts';
+import { DATA_COLUMN_TYPES } from '../../storage/index.ts';
+
+export interface DatasetRouteDeps {
+  store: DatasetStore;
+  loader: DatasetLoader;
+  storage: ServiceType<typeof kernelServices.storage>;
+  audit: ServiceType<typeof kernelServices.audit>;
+  uploadLimitBytes: number;
+}
+
+/** The API view of a dataset: the physical table name stays inside the platform. */
+const publicDataset = ({ table_name: _table, created_by: _by, ...dataset }: Dataset) => dataset;
+
+const idParams = s.idParam('id');
+const base = { security: 'bearer', orgScoped: true } as const;
+
+export function datasetRoutes({ store, loader, storage, audit, uploadLimitBytes }: DatasetRouteDeps) {
+  const columnsInput = z
+    .array(z.object({ name: columnName, type: z.enum(DATA_COLUMN_TYPES), pii: z.boolean().default(false), description: z.string().max(2000).nullable().default(null) }))
+    .max(1000)
+    .superRefine((columns, ctx) => {
+      const seen = new Set<string>();
+      columns.forEach((c, i) => {
+        if (seen.has(c.name.toLowerCase())) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `column "${c.name}" appears twice` });
+        seen.add(c.name.toLowerCase());
+      });
+    });
+
+  return [
+    defineRoute({
+      ...base,
+      method: 'post',
+      path: '',
+      summary: 'Create a dataset in a project (with a schema, or empty until its first upload)',
+      capability: 'datasets.write',
+      request: { body: z.object({ name: datasetName, project_id: z.number().int().positive(), description: z.string().max(5000).nullable().optional(), columns: columnsInput.default([]) }) },
+      responses: { 201: { description: 'The dataset', schema: datasetSchema } },
+      handler: async ({ body, orgId, principal }) => {
+        const dataset = await store.create(orgId!, body as { name: string; project_id: number; description?: string | null; columns: DatasetColumn[] }, principal!.userId);
+        await audit.record({ action: 'dataset.create', targetType: 'dataset', targetId: dataset.id, details: { name: dataset.name, project_id: dataset.project_id } });
+        return reply(201, publicDataset(dataset));
+      },
+    }),
+    defineRoute({
+      ...base,
+      method: 'get',
+      path: '',
+      summary: 'Datasets of the current organization, paged, with search',
+      capability: 'datasets.read',
+      request: {
+        query: z.object({
+          limit: z.coerce.number().int().min(1).max(500).default(50),
+          offset: z.coerce.number().int().min(0).default(0),
+          search: z.string().trim().min(1).max(200).optional(),
+          project_id: z.coerce.number().int().positive().optional(),
+        }),
+      },
+      responses: { 200: { description: 'A page of datasets', schema: z.object({ items: z.array(datasetSchema), total: z.number().int(), limit: z.number().int(), offset: z.number().int() }) } },
+      handler: async ({ query, orgId }) => {
+        const { items, total } = await store.list(orgId!, query);
+        return { items: items.map(publicDataset), total, limit: query.limit, offset: query.offset };
+      },
+    }),
+    defineRoute({
+      ...base,
+      method: 'get',
+      path: '/{id}',
+      summary: 'One dataset: schema, row count, version',
+      capability: 'datasets.read',
+      request: { params: idParams },
+      responses: { 200: { description: 'The dataset', schema: datasetSchema } },
+      handler: async ({ params, orgId }) => publicDataset(await store.get(orgId!, params.id as number)),
+    }),
+    defineRoute({
+      ...base,
+      method: 'patch',
+      path: '/{id}',
+      summary: 'Rename a dataset, change descriptions or PII flags (column names and types stay)',
+      capability: 'datasets.write',
+      request: {
+        params: idParams,
+        body: z
+          .object({
+            name: datasetName.optional(),
+            description: z.string().max(5000).nullable().optional(),
+            columns: z.array(z.object({ name: z.string(), pii: z.boolean().optional(), description: z.string().max(2000).nullable().optional() })).optional(),
+          })
+          .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
+      },
+      responses: { 200: { description: 'The dataset', schema: datasetSchema } },
+      handler: async ({ params, body, orgId }) => {
+        const dataset = await store.get(orgId!, params.id as number);
+        let columns: DatasetColumn[] | undefined;
+        if (body.columns) {
+          columns = dataset.columns.map((c) => ({ ...c }));
+          body.columns.forEach((change, i) => {
+            const column = columns!.find((c) => c.name === change.name);
+            if (!column) throw problems.badRequest(`unknown column "${change.name}"`, [{ path: `body.columns.${i}.name`, message: 'not a column of the dataset' }]);
+            if (change.pii !== undefined) column.pii = change.pii;
+            if (change.description !== undefined) column.description = change.description;
+          });
+        }
+        const updated = await store.update(orgId!, dataset.id, { name: body.name, description: body.description, columns });
+        await audit.record({ action: 'dataset.update', targetType: 'dataset', targetId: dataset.id, details: { changes: Object.keys(body) } });
+        return publicDataset(updated);
+      },
+    }),
+    defineRoute({
+      ...base,
+      method: 'delete',
+      path: '/{id}',
+      summary: 'Delete a dataset and its data',
+      capability: 'datasets.write',
+      request: { params: idParams },
+      responses: { 204: { description: 'Deleted' } },
+      handler: async ({ params, orgId }) => {
+        const dataset = await store.remove(orgId!, params.id as number);
+        await audit.record({ action: 'dataset.delete', targetType: 'dataset', targetId: dataset.id, details: { name: dataset.name } });
+        return reply(204);
+      },
+    }),
+    defineRoute({
+      ...base,
+      method: 'post',
+      path: '/{id}/data',
+      summary: 'Upload CSV (streamed): append to or replace the data, all or nothing',
+      description:
+        'Body: the CSV itself (text/csv) or a multipart form with a `file` field. The first line is the header. Without a declared schema the types are inferred from the first 1000 rows. A malformed file or a value that does not fit its column is refused naming the line and column, and the dataset is left as it was.',
+      capability: 'datasets.write',
+      request: {
+        params: idParams,
+        query: z.object({ mode: z.enum(['append', 'replace']).default('append') }),
+        stream: { contentTypes: UPLOAD_TYPES, description: 'A CSV file with a header line (UTF-8)' },
+      },
+      responses: { 200: { description: 'The dataset after the load', schema: loadResultSchema } },
+      handler: async ({ params, query, orgId, koa }) => {
+        const dataset = await store.get(orgId!, params.id as number);
+        const records = readCsv(await uploadedFile(koa), uploadLimitBytes);
+        const { columns, batches } = await csvRows(records, dataset.columns);
+        const { dataset: after, loaded } = await loader.load(dataset, columns, batches, query.mode);
+        await audit.record({ action: 'dataset.data.load', targetType: 'dataset', targetId: dataset.id, details: { mode: query.mode, rows: loaded, format: 'csv' } });
+        return { dataset: publicDataset(after), rows_loaded: loaded };
+      },
+    }),
+    defineRoute({
+      ...base,
+      method: 'post',
+      path: '/{id}/rows',
+      summary: 'Append rows given as a JSON array of objects, all or nothing',
+      capability: 'datasets.write',
+      request: { params: idParams, body: z.array(z.record(z.string(), z.unknown())).min(1).max(10_000) },
+      responses: { 200: { description: 'The dataset after the load', schema: loadResultSchema } },
+      handler: async ({ params, body, orgId }) => {
+        const dataset = await store.get(orgId!, params.id as number);
+        if (dataset.columns.length === 0) throw problems.unprocessable('the dataset has no columns yet: declare them or upload a CSV first');
+        const columns: DataColumn[] = dataset.columns.map(({ name, type }) => ({ name, type }));
+        const rows = body.map((object, index) => {
+          const unknown = Object.keys(object).find((key) => !columns.some((c) => c.name === key));
+          if (unknown !== undefined) throw problems.unprocessable(`row ${index}: "${unknown}" is not a column of the dataset`, [{ path: `body.${index}.${unknown}`, message: 'unknown column' }]);
+          return columns.map((c) => {
+            try {
+              return parseJsonValue(c.type, object[c.name]);
+            } catch (err) {
+              if (err instanceof ValueError) throw problems.unprocessable(`row ${index}, column "${c.name}": ${err.message}`, [{ path: `body.${index}.${c.name}`, message: err.message }]);
+              throw err;
+            }
+          });
+        });
+        const { dataset: after, loaded } = await loader.load(dataset, columns, [rows], 'append');
+        await audit.record({ action: 'dataset.data.load', targetType: 'dataset', targetId: dataset.id, details: { mode: 'append', rows: loaded, format: 'json' } });
+        return { dataset: publicDataset(after), rows_loaded: loaded };
+      },
+    }),
+    defineRoute({
+      ...base,
+      method: 'get',
+      path: '/{id}/rows',
+      summary: 'Read rows: column selection, filters, sort, cursor or offset paging',
+      description: `filter=column:operator:value, repeatable; operators: ${FILTER_OPERATORS.join(', ')} (in: comma-separated values; is_null: true or false). sort=col,-other.`,
+      capability: 'datasets.read',
+      request: {
+        params: idParams,
+        query: z.object({
+          limit: z.coerce.number().int().min(1).max(1000).default(100),
+          cursor: z.string().max(200).optional(),
+          offset: z.coerce.number().int().min(0).optional(),
+          sort: z.string().max(1000).optional(),
+          columns: z.string().max(10_000).optional(),
+          filter: z.union([z.string(), z.array(z.string())]).optional().transform((v) => (v === undefined ? [] : Array.isArray(v) ? v : [v])),
+        }),
+      },
+      responses: { 200: { description: 'A page of rows', schema: rowsPageSchema } },
+      handler: async ({ params, query, orgId }) => queryRows(storage, await store.get(orgId!, params.id as number), query),
+    }),
+  ];
+}
+
+export const parseUploadLimit = (text: string) => bytes.parse(text) ?? 2 * 1024 ** 3;

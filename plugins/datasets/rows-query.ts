@@ -1,0 +1,110 @@
+import { sql, type RawBuilder } from 'kysely';
+import { problems } from '../../kernel/plugin-api.ts';
+import { ROW_ID, type Storage } from '../../storage/index.ts';
+import type { Dataset, DatasetColumn } from './dataset-store.ts';
+import { parseText, ValueError } from './values.ts';
+
+export const FILTER_OPERATORS = ['eq', 'ne', 'lt', 'lte', 'gt', 'gte', 'in', 'contains', 'is_null'] as const;
+type FilterOperator = (typeof FILTER_OPERATORS)[number];
+
+export interface RowsRequest {
+  limit: number;
+  cursor?: string;
+  offset?: number;
+  /** `col` ascending, `-col` descending, comma-separated. */
+  sort?: string;
+  /** `col:op:value`; `in` takes comma-separated values, `is_null` true or false. */
+  filter: string[];
+  /** Comma-separated column names; default all. */
+  columns?: string;
+}
+
+export interface RowsPage {
+  columns: { name: string; type: string }[];
+  rows: Record<string, unknown>[];
+  next_cursor: string | null;
+}
+
+const COMPARISON: Record<Exclude<FilterOperator, 'in' | 'contains' | 'is_null'>, string> = { eq: '=', ne: '<>', lt: '<', lte: '<=', gt: '>', gte: '>=' };
+
+const encodeCursor = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
+function decodeCursor(cursor: string): { after?: number; offset?: number } {
+  try {
+    const value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (typeof value === 'object' && value && (Number.isSafeInteger(value.after) || Number.isSafeInteger(value.offset))) return value;
+  } catch {
+    // fall through
+  }
+  throw problems.badRequest('cursor is not one this server issued', [{ path: 'query.cursor', message: 'invalid cursor' }]);
+}
+
+/**
+ * A page of a dataset's rows, pushed down to the database: column selection, filters, sort and
+ * paging. Without a sort the cursor is keyset on the hidden row id (stable under appends); with
+ * a sort it carries an offset.
+ */
+export async function queryRows(storage: Storage, dataset: Dataset, request: RowsRequest): Promise<RowsPage> {
+  const byName = new Map(dataset.columns.map((c) => [c.name, c]));
+  const column = (name: string, where: string): DatasetColumn => {
+    const found = byName.get(name);
+    if (!found) throw problems.badRequest(`unknown column "${name}"`, [{ path: where, message: `unknown column ${name}` }]);
+    return found;
+  };
+  const selected = request.columns ? request.columns.split(',').map((n) => column(n.trim(), 'query.columns')) : dataset.columns;
+
+  const conditions: RawBuilder<unknown>[] = request.filter.map((text) => {
+    const [name, operator, ...rest] = text.split(':');
+    const raw = rest.join(':');
+    const target = column(name, 'query.filter');
+    if (!FILTER_OPERATORS.includes(operator as FilterOperator)) {
+      throw problems.badRequest(`unknown filter operator "${operator}" (use ${FILTER_OPERATORS.join(', ')})`, [{ path: 'query.filter', message: `unknown operator ${operator}` }]);
+    }
+    const value = (text: string) => {
+      try {
+        return parseText(target.type === 'json' ? 'string' : target.type, text);
+      } catch (err) {
+        if (err instanceof ValueError) throw problems.badRequest(`filter on "${name}": ${err.message}`, [{ path: 'query.filter', message: err.message }]);
+        throw err;
+      }
+    };
+    const ref = sql.id(target.name);
+    switch (operator as FilterOperator) {
+      case 'is_null':
+        return raw === 'false' ? sql`${ref} is not null` : sql`${ref} is null`;
+      case 'in':
+        return sql`${ref} in (${sql.join(raw.split(',').map(value))})`;
+      case 'contains': {
+        const pattern = `%${raw.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+        return sql`lower(cast(${ref} as text)) like ${pattern} escape '\\'`;
+      }
+      default:
+        return sql`${ref} ${sql.raw(COMPARISON[operator as keyof typeof COMPARISON])} ${value(raw)}`;
+    }
+  });
+
+  const order = (request.sort ?? '')
+    .split(',')
+    .filter(Boolean)
+    .map((term) => {
+      const descending = term.startsWith('-');
+      const target = column(descending ? term.slice(1) : term, 'query.sort');
+      // Empty values last in both directions, on both adapters (their defaults differ).
+      return sql`${sql.id(target.name)} ${sql.raw(descending ? 'desc' : 'asc')} nulls last`;
+    });
+
+  const cursor = request.cursor ? decodeCursor(request.cursor) : {};
+  const keyset = order.length === 0;
+  if (keyset && cursor.after !== undefined) conditions.push(sql`${sql.id(ROW_ID)} > ${cursor.after}`);
+  const offset = keyset ? 0 : (cursor.offset ?? request.offset ?? 0);
+  const where = conditions.length ? sql`where ${sql.join(conditions, sql` and `)}` : sql``;
+  const names = sql.join([sql.id(ROW_ID), ...selected.map((c) => sql.id(c.name))]);
+  const orderBy = sql.join([...order, sql`${sql.id(ROW_ID)} asc`]);
+  const result = await sql<Record<string, unknown>>`select ${names} from ${storage.dataTables.ref(dataset.org_id, dataset.table_name)} ${where} order by ${orderBy} limit ${request.limit + 1} offset ${offset}`.execute(storage.db);
+
+  const more = result.rows.length > request.limit;
+  const page = result.rows.slice(0, request.limit);
+  const rows = page.map((row) => Object.fromEntries(selected.map((c) => [c.name, storage.dataTables.decode(c.type, row[c.name])])));
+  const last = page.at(-1);
+  const next = !more || !last ? null : keyset ? encodeCursor({ after: Number(last[ROW_ID]) }) : encodeCursor({ offset: offset + request.limit });
+  return { columns: selected.map(({ name, type }) => ({ name, type })), rows, next_cursor: next };
+}

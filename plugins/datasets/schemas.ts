@@ -1,0 +1,47 @@
+import { z } from 'zod';
+import { DATA_COLUMN_TYPES } from '../../storage/index.ts';
+import { validateColumnName } from './column-names.ts';
+
+/** Dataset names are SQL identifiers, so governed SQL can reference a dataset by its name. */
+export const datasetName = z
+  .string()
+  .regex(/^[A-Za-z][A-Za-z0-9_]{0,62}$/, 'must start with a letter and hold only letters, digits and underscores (at most 63)');
+
+export const columnName = z.string().superRefine((name, ctx) => {
+  const reason = validateColumnName(name);
+  if (reason) ctx.addIssue({ code: 'custom', message: reason });
+});
+
+export const columnSchema = z
+  .object({
+    name: z.string(),
+    type: z.enum(DATA_COLUMN_TYPES),
+    pii: z.boolean(),
+    description: z.string().nullable(),
+  })
+  .meta({ id: 'DatasetColumn' });
+
+export const datasetSchema = z
+  .object({
+    id: z.number().int(),
+    org_id: z.number().int(),
+    project_id: z.number().int(),
+    name: z.string(),
+    description: z.string().nullable(),
+    columns: z.array(columnSchema),
+    row_count: z.number().int(),
+    version: z.number().int().describe('Grows with every change of the data'),
+    created_at: z.string(),
+    updated_at: z.string(),
+  })
+  .meta({ id: 'Dataset' });
+
+export const rowsPageSchema = z
+  .object({
+    columns: z.array(z.object({ name: z.string(), type: z.string() })),
+    rows: z.array(z.record(z.string(), z.unknown())),
+    next_cursor: z.string().nullable(),
+  })
+  .meta({ id: 'RowsPage' });
+
+export const loadResultSchema = z.object({ dataset: datasetSchema, rows_loaded: z.number().int() }).meta({ id: 'DatasetLoad' });
