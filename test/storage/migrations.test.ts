@@ -58,8 +58,10 @@ describe.each(DIALECTS)('migrations (%s)', (dialect) => {
     expect(await migrator.rollback([...sources, extra])).toEqual([{ pluginId: 'extra', name: '2026-01-02_b', direction: 'down' }]);
     expect((await storage.snapshotSchema()).map((t) => t.name)).not.toContain('extra_b');
 
+    const appliedAfterIdentity = (await migrator.status()).slice(1).reverse();
+    expect(appliedAfterIdentity).toEqual(expect.arrayContaining(['extra:2026-01-01_a', 'migrating:2026-01-01T0000_notes', 'kernel:2026-11-22T0000_governance']));
     const reverted = await migrator.rollback([...sources, extra], 'kernel:2026-11-21T0000_identity');
-    expect(reverted.map((s) => `${s.pluginId}:${s.name}`)).toEqual(['extra:2026-01-01_a', 'migrating:2026-01-01T0000_notes', 'kernel:2026-11-22T0000_governance']);
+    expect(reverted.map((s) => `${s.pluginId}:${s.name}`)).toEqual(appliedAfterIdentity);
     expect(await migrator.status()).toEqual(['kernel:2026-11-21T0000_identity']);
     await expect(migrator.rollback(sources, 'kernel:no-such-migration')).rejects.toMatchObject({ code: 'KRN_ERR_MIGRATION_UNKNOWN' });
   });
@@ -108,8 +110,11 @@ describe.each(DIALECTS)('migrations (%s)', (dialect) => {
     try {
       expect((await cli()).stdout).toContain('applied  kernel:2026-11-21T0000_identity');
       expect((await cli()).stdout).toContain('database is up to date');
-      expect((await cli('--status')).stdout.trim().split('\n')).toEqual(['kernel:2026-11-21T0000_identity', 'kernel:2026-11-22T0000_governance']);
-      expect((await cli('--rollback')).stdout.trim()).toBe('reverted kernel:2026-11-22T0000_governance');
+      const applied = (await cli('--status')).stdout.trim().split('\n');
+      // Kernel first, then the repository's plugins in dependency order.
+      expect(applied.slice(0, 2)).toEqual(['kernel:2026-11-21T0000_identity', 'kernel:2026-11-22T0000_governance']);
+      expect(applied.indexOf('projects:2026-11-22T0100_projects')).toBeLessThan(applied.indexOf('datasets:2026-11-22T0200_datasets'));
+      expect((await cli('--rollback')).stdout.trim()).toBe(`reverted ${applied.at(-1)}`);
       expect((await cli('--rollback', '--to', '0')).stdout).toContain('reverted kernel:2026-11-21T0000_identity');
       expect((await cli('--status')).stdout.trim()).toBe('');
       await expect(cli('--to', '0')).rejects.toMatchObject({ stderr: expect.stringContaining('--to goes with --rollback') });
