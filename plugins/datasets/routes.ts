@@ -1,6 +1,7 @@
 import bytes from 'bytes';
 import { z } from 'zod';
-import { defineRoute, identitySchemas as s, kernelServices, problems, reply, type ServiceType } from '../../kernel/plugin-api.ts';
+import { defineRoute, identitySchemas as s, kernelServices, problems, reply, type Principal, type ServiceType } from '../../kernel/plugin-api.ts';
+import { exportStream } from './export.ts';
 import type { DataColumn } from '../../storage/index.ts';
 import { readCsv } from './csv-reader.ts';
 import { csvRows } from './csv-ingest.ts';
@@ -202,9 +203,32 @@ export function datasetRoutes({ store, loader, storage, audit, uploadLimitBytes 
         }),
       },
       responses: { 200: { description: 'A page of rows', schema: rowsPageSchema } },
-      handler: async ({ params, query, orgId }) => queryRows(storage, await store.get(orgId!, params.id as number), query),
+      handler: async ({ params, query, orgId, principal }) => queryRows(storage, await store.get(orgId!, params.id as number), query, visibility(principal!)),
+    }),
+    defineRoute({
+      ...base,
+      method: 'get',
+      path: '/{id}/export',
+      summary: 'Export every row as CSV or JSON, streamed',
+      capability: 'datasets.read',
+      request: { params: idParams, query: z.object({ format: z.enum(['csv', 'json']).default('csv') }) },
+      responses: {
+        200: { description: 'The rows (CSV with a header line, or a JSON array of objects)', contentType: 'text/csv' },
+      },
+      handler: async ({ params, query, orgId, principal }) => {
+        const dataset = await store.get(orgId!, params.id as number);
+        await audit.record({ action: 'dataset.export', targetType: 'dataset', targetId: dataset.id, details: { format: query.format, rows: dataset.row_count } });
+        const type = query.format === 'csv' ? 'text/csv; charset=utf-8' : 'application/json; charset=utf-8';
+        return reply(200, exportStream(storage, dataset, query.format, visibility(principal!)), {
+          'Content-Type': type,
+          'Content-Disposition': `attachment; filename="${dataset.name}.${query.format}"`,
+        });
+      },
     }),
   ];
 }
+
+/** PII columns are shown only to callers holding `datasets.pii.read`. */
+const visibility = (principal: Principal) => ({ seePii: principal.capabilities.has('datasets.pii.read') });
 
 export const parseUploadLimit = (text: string) => bytes.parse(text) ?? 2 * 1024 ** 3;

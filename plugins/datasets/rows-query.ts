@@ -19,10 +19,28 @@ export interface RowsRequest {
   columns?: string;
 }
 
+/** What the caller may see: PII columns are masked for callers without `datasets.pii.read`. */
+export interface Visibility {
+  seePii: boolean;
+}
+
+/** Stands in for the value of a PII column the caller may not read. */
+export const PII_MASK = '***';
+
 export interface RowsPage {
-  columns: { name: string; type: string }[];
+  columns: { name: string; type: string; masked: boolean }[];
   rows: Record<string, unknown>[];
   next_cursor: string | null;
+}
+
+/** Every row of a dataset (masked as for `queryRows`), page by page in row order: for exports. */
+export async function* allRows(storage: Storage, dataset: Dataset, visibility: Visibility, pageSize = 1000): AsyncGenerator<RowsPage> {
+  let cursor: string | undefined;
+  do {
+    const page = await queryRows(storage, dataset, { limit: pageSize, cursor, filter: [] }, visibility);
+    yield page;
+    cursor = page.next_cursor ?? undefined;
+  } while (cursor);
 }
 
 const COMPARISON: Record<Exclude<FilterOperator, 'in' | 'contains' | 'is_null'>, string> = { eq: '=', ne: '<>', lt: '<', lte: '<=', gt: '>', gte: '>=' };
@@ -43,11 +61,18 @@ function decodeCursor(cursor: string): { after?: number; offset?: number } {
  * paging. Without a sort the cursor is keyset on the hidden row id (stable under appends); with
  * a sort it carries an offset.
  */
-export async function queryRows(storage: Storage, dataset: Dataset, request: RowsRequest): Promise<RowsPage> {
+export async function queryRows(storage: Storage, dataset: Dataset, request: RowsRequest, visibility: Visibility): Promise<RowsPage> {
   const byName = new Map(dataset.columns.map((c) => [c.name, c]));
+  const masked = (c: DatasetColumn) => c.pii && !visibility.seePii;
   const column = (name: string, where: string): DatasetColumn => {
     const found = byName.get(name);
     if (!found) throw problems.badRequest(`unknown column "${name}"`, [{ path: where, message: `unknown column ${name}` }]);
+    return found;
+  };
+  /** Filtering or sorting on a masked column would reveal its values one comparison at a time. */
+  const comparable = (name: string, where: string): DatasetColumn => {
+    const found = column(name, where);
+    if (masked(found)) throw problems.forbidden(`column "${name}" holds personal data: filtering or sorting on it needs the capability "datasets.pii.read"`);
     return found;
   };
   const selected = request.columns ? request.columns.split(',').map((n) => column(n.trim(), 'query.columns')) : dataset.columns;
@@ -55,7 +80,7 @@ export async function queryRows(storage: Storage, dataset: Dataset, request: Row
   const conditions: RawBuilder<unknown>[] = request.filter.map((text) => {
     const [name, operator, ...rest] = text.split(':');
     const raw = rest.join(':');
-    const target = column(name, 'query.filter');
+    const target = comparable(name, 'query.filter');
     if (!FILTER_OPERATORS.includes(operator as FilterOperator)) {
       throw problems.badRequest(`unknown filter operator "${operator}" (use ${FILTER_OPERATORS.join(', ')})`, [{ path: 'query.filter', message: `unknown operator ${operator}` }]);
     }
@@ -87,7 +112,7 @@ export async function queryRows(storage: Storage, dataset: Dataset, request: Row
     .filter(Boolean)
     .map((term) => {
       const descending = term.startsWith('-');
-      const target = column(descending ? term.slice(1) : term, 'query.sort');
+      const target = comparable(descending ? term.slice(1) : term, 'query.sort');
       // Empty values last in both directions, on both adapters (their defaults differ).
       return sql`${sql.id(target.name)} ${sql.raw(descending ? 'desc' : 'asc')} nulls last`;
     });
@@ -103,8 +128,8 @@ export async function queryRows(storage: Storage, dataset: Dataset, request: Row
 
   const more = result.rows.length > request.limit;
   const page = result.rows.slice(0, request.limit);
-  const rows = page.map((row) => Object.fromEntries(selected.map((c) => [c.name, storage.dataTables.decode(c.type, row[c.name])])));
+  const rows = page.map((row) => Object.fromEntries(selected.map((c) => [c.name, masked(c) && row[c.name] !== null ? PII_MASK : storage.dataTables.decode(c.type, row[c.name])])));
   const last = page.at(-1);
   const next = !more || !last ? null : keyset ? encodeCursor({ after: Number(last[ROW_ID]) }) : encodeCursor({ offset: offset + request.limit });
-  return { columns: selected.map(({ name, type }) => ({ name, type })), rows, next_cursor: next };
+  return { columns: selected.map((c) => ({ name: c.name, type: c.type, masked: masked(c) })), rows, next_cursor: next };
 }

@@ -38,7 +38,7 @@ export const datasetSchema = z
 
 export const rowsPageSchema = z
   .object({
-    columns: z.array(z.object({ name: z.string(), type: z.string() })),
+    columns: z.array(z.object({ name: z.string(), type: z.string(), masked: z.boolean().describe('PII column shown as *** (you lack datasets.pii.read)') })),
     rows: z.array(z.record(z.string(), z.unknown())),
     next_cursor: z.string().nullable(),
   })
