@@ -17,7 +17,11 @@ const badValue = (line: number, column: string, reason: string) =>
  * back the columns and the typed rows in batches, still streaming. A value that does not fit its
  * column is a 422 naming the line and the column.
  */
-export async function csvRows(records: AsyncGenerator<CsvRecord>, declared: DatasetColumn[]): Promise<{ columns: DataColumn[]; batches: AsyncIterable<unknown[][]> }> {
+export async function csvRows(
+  records: AsyncGenerator<CsvRecord>,
+  declared: DatasetColumn[],
+  mode: 'append' | 'replace',
+): Promise<{ columns: DataColumn[]; batches: AsyncIterable<unknown[][]> }> {
   const first = await records.next();
   if (first.done) throw problems.badRequest('the file is empty: a header line is expected', [{ path: 'body', message: 'no header line' }]);
   const header = first.value.fields.map((name) => name.trim());
@@ -30,17 +34,21 @@ export async function csvRows(records: AsyncGenerator<CsvRecord>, declared: Data
 
   let columns: DataColumn[];
   let sample: CsvRecord[] = [];
-  if (declared.length) {
-    const unknown = header.find((name) => !declared.some((c) => c.name === name));
+  const declaredType = (name: string) => declared.find((c) => c.name === name)?.type;
+  if (mode === 'append' && declared.length) {
+    const unknown = header.find((name) => declaredType(name) === undefined);
     if (unknown !== undefined) throw badValue(1, unknown, `is not a column of the dataset (its columns: ${declared.map((c) => c.name).join(', ')})`);
     columns = declared.map(({ name, type }) => ({ name, type }));
   } else {
-    while (sample.length < INFER_SAMPLE_ROWS) {
-      const next = await records.next();
-      if (next.done) break;
-      sample.push(next.value);
+    // The file defines the schema: known columns keep their declared type, new ones are inferred.
+    if (header.some((name) => declaredType(name) === undefined)) {
+      while (sample.length < INFER_SAMPLE_ROWS) {
+        const next = await records.next();
+        if (next.done) break;
+        sample.push(next.value);
+      }
     }
-    columns = header.map((name, i) => ({ name, type: inferType(sample.map((r) => r.fields[i])) }));
+    columns = header.map((name, i) => ({ name, type: declaredType(name) ?? inferType(sample.map((r) => r.fields[i])) }));
   }
   const positions = columns.map((c) => header.indexOf(c.name));
 

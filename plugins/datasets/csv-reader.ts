@@ -20,7 +20,8 @@ function strictUtf8(limitBytes: number): Transform {
     try {
       return decoder.decode(chunk, { stream });
     } catch {
-      throw problems.badRequest(`the file is not valid UTF-8 (line ${line})`, [{ path: 'body', message: `invalid UTF-8 at line ${line}` }]);
+      const at = line + (chunk ? newlinesBeforeInvalid(chunk) : 0);
+      throw problems.badRequest(`the file is not valid UTF-8 (line ${at})`, [{ path: 'body', message: `invalid UTF-8 at line ${at}` }]);
     }
   };
   return new Transform({
@@ -44,6 +45,35 @@ function strictUtf8(limitBytes: number): Transform {
       }
     },
   });
+}
+
+/**
+ * Newline bytes of `chunk` before its first undecodable byte (0x0A never occurs inside a multi-byte
+ * character): the shortest prefix a fresh strict decoder refuses, found by bisection.
+ */
+function newlinesBeforeInvalid(chunk: Buffer): number {
+  // Continuation bytes at the start complete a character begun in the previous chunk.
+  let start = 0;
+  while (start < Math.min(3, chunk.length) && (chunk[start] & 0xc0) === 0x80) start += 1;
+  const refused = (end: number) => {
+    try {
+      new TextDecoder('utf-8', { fatal: true }).decode(chunk.subarray(start, end), { stream: true });
+      return false;
+    } catch {
+      return true;
+    }
+  };
+  if (!refused(chunk.length)) return 0; // the fault is where the previous chunk ended
+  let low = start;
+  let high = chunk.length;
+  while (low + 1 < high) {
+    const middle = (low + high) >>> 1;
+    if (refused(middle)) high = middle;
+    else low = middle;
+  }
+  let count = 0;
+  for (let i = 0; i < high - 1; i += 1) if (chunk[i] === 0x0a) count += 1;
+  return count;
 }
 
 /**

@@ -1,15 +1,23 @@
 import { definePlugin, kernelServices } from '../../kernel/plugin-api.ts';
+import { contractRoutes } from './contract-routes.ts';
+import { ContractService } from './contracts.ts';
 import { DatasetStore } from './dataset-store.ts';
 import { DatasetLoader } from './loader.ts';
 import { datasetMigrations } from './migrations.ts';
 import { datasetRoutes, parseUploadLimit } from './routes.ts';
 
-/** The `datasets` router: datasets as real tables, CSV and JSON ingest, row queries. */
+/** The `datasets` router: datasets as real tables, CSV and JSON ingest, row queries, export, schema contracts. */
 export default definePlugin({
   deps: { storage: kernelServices.storage, audit: kernelServices.audit, config: kernelServices.config },
   migrations: datasetMigrations,
   init: ({ storage, audit, config }) => {
     const store = new DatasetStore(storage);
-    return { routes: datasetRoutes({ store, loader: new DatasetLoader(storage, store), storage, audit, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT) }) };
+    const contracts = new ContractService(storage);
+    return {
+      routes: [
+        ...datasetRoutes({ store, loader: new DatasetLoader(storage, store), storage, audit, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT) }),
+        ...contractRoutes({ store, contracts, audit }),
+      ],
+    };
   },
 });

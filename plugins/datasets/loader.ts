@@ -1,9 +1,17 @@
 import crypto from 'node:crypto';
 import { sql } from 'kysely';
 import type { DataColumn, Storage } from '../../storage/index.ts';
-import type { Dataset, DatasetStore } from './dataset-store.ts';
+import type { Dataset, DatasetColumn, DatasetStore } from './dataset-store.ts';
 
 export type LoadMode = 'append' | 'replace';
+
+/** The new columns, keeping the PII flag and description of those the dataset already had. */
+function withMetadata(columns: DataColumn[], previous: DatasetColumn[]): DatasetColumn[] {
+  return columns.map((c) => {
+    const known = previous.find((p) => p.name === c.name);
+    return { name: c.name, type: c.type, pii: known?.pii ?? false, description: known?.description ?? null };
+  });
+}
 
 /**
  * Loads rows into a dataset all-or-nothing. Rows go to a staging table first, so a failure at
@@ -44,7 +52,7 @@ export class DatasetLoader {
           .set({
             row_count: swap ? loaded : sql`row_count + ${loaded}`,
             version: sql`version + 1`,
-            ...(dataset.columns.length === 0 ? { columns: this.storage.encodeJson(columns.map((c) => ({ ...c, pii: false, description: null }))) } : {}),
+            ...(swap ? { columns: this.storage.encodeJson(withMetadata(columns, dataset.columns)) } : {}),
             updated_at: this.storage.now(),
           })
           .where('id', '=', dataset.id)

@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type { Migration } from '../../storage/index.ts';
 
 /** The datasets plugin's catalog table; dataset contents live in tables of their own. */
@@ -24,6 +25,26 @@ export const datasetMigrations: Record<string, Migration> = {
     },
     async down({ db }) {
       await db.schema.dropTable('datasets').execute();
+    },
+  },
+  '2026-11-22T0300_contracts': {
+    async up({ db, storage }) {
+      await storage
+        .addIdColumn(db.schema.createTable('dataset_contracts'))
+        .addColumn('dataset_id', 'integer', (c) => c.notNull().references('datasets.id').onDelete('cascade'))
+        .addColumn('org_id', 'integer', (c) => c.notNull())
+        .addColumn('version', 'integer', (c) => c.notNull())
+        .addColumn('columns', storage.types.json, (c) => c.notNull())
+        .addColumn('is_current', storage.types.boolean, (c) => c.notNull())
+        .addColumn('created_by', 'integer')
+        .addColumn('created_at', storage.types.timestamp, (c) => c.notNull())
+        .addUniqueConstraint('dataset_contracts_version', ['dataset_id', 'version'])
+        .execute();
+      // Exactly one current contract per dataset, enforced by the database.
+      await db.schema.createIndex('dataset_contracts_one_current').on('dataset_contracts').column('dataset_id').unique().where(sql<boolean>`is_current`).execute();
+    },
+    async down({ db }) {
+      await db.schema.dropTable('dataset_contracts').execute();
     },
   },
 };

@@ -138,7 +138,7 @@ export function datasetRoutes({ store, loader, storage, audit, uploadLimitBytes 
       path: '/{id}/data',
       summary: 'Upload CSV (streamed): append to or replace the data, all or nothing',
       description:
-        'Body: the CSV itself (text/csv) or a multipart form with a `file` field. The first line is the header. Without a declared schema the types are inferred from the first 1000 rows. A malformed file or a value that does not fit its column is refused naming the line and column, and the dataset is left as it was.',
+        'Body: the CSV itself (text/csv) or a multipart form with a `file` field. The first line is the header. `append` maps the header to the existing columns; `replace` takes the header as the new schema (known columns keep their type, new ones are inferred from the first 1000 rows, absent ones are dropped). A malformed file or a value that does not fit its column is refused naming the line and column, and the dataset is left as it was.',
       capability: 'datasets.write',
       request: {
         params: idParams,
@@ -149,7 +149,7 @@ export function datasetRoutes({ store, loader, storage, audit, uploadLimitBytes 
       handler: async ({ params, query, orgId, koa }) => {
         const dataset = await store.get(orgId!, params.id as number);
         const records = readCsv(await uploadedFile(koa), uploadLimitBytes);
-        const { columns, batches } = await csvRows(records, dataset.columns);
+        const { columns, batches } = await csvRows(records, dataset.columns, query.mode);
         const { dataset: after, loaded } = await loader.load(dataset, columns, batches, query.mode);
         await audit.record({ action: 'dataset.data.load', targetType: 'dataset', targetId: dataset.id, details: { mode: query.mode, rows: loaded, format: 'csv' } });
         return { dataset: publicDataset(after), rows_loaded: loaded };

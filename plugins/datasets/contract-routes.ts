@@ -1,0 +1,93 @@
+import { z } from 'zod';
+import { defineRoute, identitySchemas as s, problems, reply, type ServiceType, type kernelServices } from '../../kernel/plugin-api.ts';
+import { DATA_COLUMN_TYPES } from '../../storage/index.ts';
+import type { ContractService } from './contracts.ts';
+import type { DatasetStore } from './dataset-store.ts';
+
+const contractSchema = z
+  .object({
+    id: z.number().int(),
+    dataset_id: z.number().int(),
+    version: z.number().int(),
+    columns: z.array(z.object({ name: z.string(), type: z.enum(DATA_COLUMN_TYPES) })),
+    is_current: z.boolean(),
+    created_by: z.number().int().nullable(),
+    created_at: z.string(),
+  })
+  .meta({ id: 'SchemaContract' });
+
+const driftSchema = z
+  .object({
+    status: z.enum(['ok', 'additive', 'breaking', 'no-contract']),
+    contract_version: z.number().int().nullable(),
+    dataset_version: z.number().int(),
+    changes: z.array(
+      z.object({
+        column: z.string(),
+        change: z.enum(['added', 'removed', 'type_changed']),
+        from: z.enum(DATA_COLUMN_TYPES).optional(),
+        to: z.enum(DATA_COLUMN_TYPES).optional(),
+        severity: z.enum(['additive', 'breaking']),
+      }),
+    ),
+  })
+  .meta({ id: 'SchemaDrift' });
+
+const idParams = s.idParam('id');
+const base = { security: 'bearer', orgScoped: true } as const;
+
+/** Schema contracts and drift of a dataset (spec §2.6, §3.3). */
+export function contractRoutes({ store, contracts, audit }: { store: DatasetStore; contracts: ContractService; audit: ServiceType<typeof kernelServices.audit> }) {
+  return [
+    defineRoute({
+      ...base,
+      method: 'get',
+      path: '/{id}/contract',
+      summary: 'The current schema contract of a dataset',
+      capability: 'datasets.read',
+      request: { params: idParams },
+      responses: { 200: { description: 'The current contract', schema: contractSchema } },
+      handler: async ({ params, orgId }) => {
+        const contract = await contracts.current(await store.get(orgId!, params.id as number));
+        if (!contract) throw problems.notFound(`dataset ${params.id} has no contract yet: capture one with POST /api/datasets/${params.id}/contract`);
+        return contract;
+      },
+    }),
+    defineRoute({
+      ...base,
+      method: 'get',
+      path: '/{id}/contract/history',
+      summary: 'Every contract version of a dataset, newest first',
+      capability: 'datasets.read',
+      request: { params: idParams },
+      responses: { 200: { description: 'Contracts', schema: z.array(contractSchema) } },
+      handler: async ({ params, orgId }) => contracts.history(await store.get(orgId!, params.id as number)),
+    }),
+    defineRoute({
+      ...base,
+      method: 'post',
+      path: '/{id}/contract',
+      summary: 'Capture the live schema as the new current contract (a new version; history kept)',
+      capability: 'datasets.write',
+      request: { params: idParams },
+      responses: { 201: { description: 'The new current contract', schema: contractSchema } },
+      handler: async ({ params, orgId, principal }) => {
+        const dataset = await store.get(orgId!, params.id as number);
+        if (dataset.columns.length === 0) throw problems.unprocessable('the dataset has no columns yet: there is no schema to capture');
+        const contract = await contracts.capture(dataset, principal!.userId);
+        await audit.record({ action: 'dataset.contract.capture', targetType: 'dataset', targetId: dataset.id, details: { version: contract.version } });
+        return reply(201, contract);
+      },
+    }),
+    defineRoute({
+      ...base,
+      method: 'get',
+      path: '/{id}/drift',
+      summary: 'Drift of the live schema from the current contract: each change, additive or breaking',
+      capability: 'datasets.read',
+      request: { params: idParams },
+      responses: { 200: { description: 'The drift', schema: driftSchema } },
+      handler: async ({ params, orgId }) => contracts.drift(await store.get(orgId!, params.id as number)),
+    }),
+  ];
+}
