@@ -86,6 +86,16 @@ export function extensionPoint<T>(id: string): ExtensionPoint<T> {
   return { id };
 }
 
+/** A typed name of a service one plugin offers the plugins that depend on it. */
+export interface PluginServiceRef<T> {
+  readonly id: string;
+  readonly __service?: (value: T) => T;
+}
+
+export function pluginServiceRef<T>(id: string): PluginServiceRef<T> {
+  return { id };
+}
+
 /** Undoes one registration when the plugin that made it is unloaded. */
 export type Disposable = () => void | Promise<void>;
 
@@ -112,6 +122,13 @@ export interface PluginContext {
   provideExtensionPoint<T>(point: ExtensionPoint<T>, accept: (contribution: Contribution<T>) => Disposable | void): void;
   /** Contributes to an extension point offered by a plugin this one depends on. */
   contribute<T>(point: ExtensionPoint<T>, value: T): void;
+  /**
+   * Offers a service to the plugins that depend on this one. When this plugin reloads, its
+   * dependents reload too and receive the new implementation.
+   */
+  provideService<T>(ref: PluginServiceRef<T>, implementation: T): void;
+  /** A service offered by a plugin this one depends on (directly or not). */
+  useService<T>(ref: PluginServiceRef<T>): T;
 }
 
 export interface PluginContributions {

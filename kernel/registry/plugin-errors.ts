@@ -31,6 +31,10 @@ export const pluginErrors = {
     new PluginLoadError('KRN_ERR_PLUGIN_EXTENSION_POINT_CONFLICT', `extension point "${point}" is provided by both plugin "${first}" and plugin "${second}"`),
   extensionPointMissing: (id: string, point: string) =>
     new PluginLoadError('KRN_ERR_PLUGIN_EXTENSION_POINT_MISSING', `plugin "${id}" contributes to extension point "${point}", which none of the plugins it depends on provides`),
+  serviceConflict: (service: string, first: string, second: string) =>
+    new PluginLoadError('KRN_ERR_PLUGIN_SERVICE_CONFLICT', `service "${service}" is provided by both plugin "${first}" and plugin "${second}"`),
+  serviceMissing: (id: string, service: string) =>
+    new PluginLoadError('KRN_ERR_PLUGIN_SERVICE_MISSING', `plugin "${id}" uses service "${service}", which none of the plugins it depends on provides`),
   recipeHandler: (id: string, handler: string, reason: string) =>
     new PluginLoadError('KRN_ERR_PLUGIN_RECIPE_HANDLER', `plugin "${id}": recipe handler ${handler} ${reason}`),
 };

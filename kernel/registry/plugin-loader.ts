@@ -3,7 +3,7 @@ import { pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
 import type { Migrator } from '../../storage/index.ts';
 import { isPluginDefinition, type Disposable, type PluginContext, type PluginContributions, type ServiceRef } from '../plugin-api.ts';
-import type { ExtensionPointTable } from './extension-points.ts';
+import type { OfferingTable } from './offerings.ts';
 import { LoadedPlugin, type RecipeType } from './loaded-plugin.ts';
 import type { PluginManifest } from './manifest.ts';
 import { PluginLoadError, pluginErrors } from './plugin-errors.ts';
@@ -21,14 +21,14 @@ export interface LoadRequest {
   file: string;
   /** Every plugin this one depends on, directly or not: the only extension-point owners it may use. */
   dependencies: Set<string>;
-  points: ExtensionPointTable;
+  offerings: OfferingTable;
   /** Distinct per load, so a reload imports the entry module afresh instead of Node's cached copy. */
   generation: number;
 }
 
 /** Imports the module a manifest names, applies its migrations, runs its init and collects what it contributes. */
 export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): Promise<LoadedPlugin> {
-  const { manifest, file, points, dependencies, generation } = request;
+  const { manifest, file, offerings, dependencies, generation } = request;
   const entryFile = path.resolve(path.dirname(file), manifest.entry);
   const dir = path.dirname(entryFile);
   const importFresh = async (modulePath: string) => import(`${pathToFileURL(modulePath).href}?generation=${generation}`);
@@ -61,9 +61,9 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
 
   const disposables: Disposable[] = [];
   const contribute = (pointId: string, value: unknown) => {
-    const owner = points.owner(pointId);
+    const owner = offerings.pointOwner(pointId);
     if (!owner || !dependencies.has(owner)) throw pluginErrors.extensionPointMissing(manifest.id, pointId);
-    const undo = points.contribute(pointId, { value, pluginId: manifest.id });
+    const undo = offerings.contribute(pointId, { value, pluginId: manifest.id });
     if (undo) disposables.push(undo);
   };
   const context: PluginContext = {
@@ -72,11 +72,21 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
     dir,
     onDispose: (dispose) => void disposables.push(dispose),
     provideExtensionPoint: (point, accept) => {
-      const owner = points.owner(point.id);
+      const owner = offerings.pointOwner(point.id);
       if (owner && owner !== manifest.id) throw pluginErrors.extensionPointConflict(point.id, owner, manifest.id);
-      points.provide(point.id, manifest.id, accept as never);
+      offerings.providePoint(point.id, manifest.id, accept as never);
     },
     contribute: (point, value) => contribute(point.id, value),
+    provideService: (ref, implementation) => {
+      const owner = offerings.serviceOwner(ref.id);
+      if (owner && owner !== manifest.id) throw pluginErrors.serviceConflict(ref.id, owner, manifest.id);
+      offerings.provideService(ref.id, manifest.id, implementation);
+    },
+    useService: (ref) => {
+      const owner = offerings.serviceOwner(ref.id);
+      if (!owner || !dependencies.has(owner)) throw pluginErrors.serviceMissing(manifest.id, ref.id);
+      return offerings.service(ref.id) as never;
+    },
   };
 
   try {
@@ -92,7 +102,7 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
     return plugin;
   } catch (err) {
     for (const dispose of disposables.reverse()) await Promise.resolve(dispose()).catch(() => undefined);
-    points.removeOwner(manifest.id);
+    offerings.removeOwner(manifest.id);
     if (err instanceof PluginLoadError) throw err;
     throw pluginErrors.initFailed(manifest.id, (err as Error).message);
   }

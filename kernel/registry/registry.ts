@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { PluginRegistryService, PluginStatus } from '../plugin-api.ts';
 import { problems } from '../problem.ts';
-import { ExtensionPointTable } from './extension-points.ts';
+import { OfferingTable } from './offerings.ts';
 import { Generation, findConflict, type RouteCompiler } from './generation.ts';
 import type { LoadedPlugin, RecipeType } from './loaded-plugin.ts';
 import { listManifestFiles, readManifest, type ManifestRead, type PluginManifest } from './manifest.ts';
@@ -41,7 +41,7 @@ const WATCH_DEBOUNCE_MS = 150;
  */
 export class PluginRegistry implements PluginRegistryService {
   private readonly entries = new Map<string, Entry>();
-  private points = new ExtensionPointTable();
+  private offerings = new OfferingTable();
   private generationCounter = 0;
   private loadCounter = 0;
   private queue: Promise<unknown> = Promise.resolve();
@@ -192,7 +192,7 @@ export class PluginRegistry implements PluginRegistryService {
     for (const [file, read] of reads) if (!read && this.entries.get(file)?.live) retired.add(this.entries.get(file)!.live!);
     const retiredIds = new Set([...retired].map((p) => p.id));
 
-    const stagedPoints = this.points.fork(retiredIds);
+    const stagedOfferings = this.offerings.fork(retiredIds);
     const stagedLive = new Map([...this.current.plugins].filter(([id]) => !affected.has(id) && !retiredIds.has(id)));
     const outcomes = new Map<string, { state: PluginStatus['state']; error: PluginLoadError | null; live: LoadedPlugin | null }>();
     const created: LoadedPlugin[] = [];
@@ -211,7 +211,7 @@ export class PluginRegistry implements PluginRegistryService {
         const missing = manifest.depends_on.find((dep) => !stagedLive.has(dep));
         if (missing) throw pluginErrors.dependencyMissing(id, missing);
         const plugin = await loadPlugin(
-          { manifest, file, dependencies: transitiveDependencies(id, byId), points: stagedPoints, generation: ++this.loadCounter },
+          { manifest, file, dependencies: transitiveDependencies(id, byId), offerings: stagedOfferings, generation: ++this.loadCounter },
           this.options.loader,
         );
         created.push(plugin);
@@ -260,7 +260,7 @@ export class PluginRegistry implements PluginRegistryService {
       if (duplicate) logger.error({ file, code: duplicate.code, reason: duplicate.message }, 'plugin skipped');
       if (!read.ok) logger.error({ file, reason: read.error }, 'plugin skipped: invalid manifest');
     }
-    this.points = stagedPoints;
+    this.offerings = stagedOfferings;
     this.current = new Generation(++this.generationCounter, stagedLive, this.options.compile);
     for (const plugin of retired) this.retire(plugin);
     for (const [id, outcome] of outcomes) if (outcome.state === 'loaded') logger.info({ plugin: id, version: outcome.live!.manifest.version }, 'plugin loaded');

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { problems } from '../../kernel/plugin-api.ts';
 import type { DataColumn, Storage } from '../../storage/index.ts';
+import type { ProjectCatalog } from '../projects/public.ts';
 
 export interface DatasetColumn extends DataColumn {
   pii: boolean;
@@ -26,19 +27,23 @@ const isUniqueViolation = (err: unknown) => /unique|duplicate key/i.test((err as
 
 /** The dataset catalog of one organization at a time; every read and write filters by `orgId`. */
 export class DatasetStore {
-  constructor(private readonly storage: Storage) {}
+  constructor(
+    private readonly storage: Storage,
+    private readonly projects: ProjectCatalog,
+  ) {}
 
   private decode(row: Record<string, unknown>): Dataset {
     return { ...(row as unknown as Dataset), columns: this.storage.decodeJson<DatasetColumn[]>(row.columns), row_count: Number(row.row_count) };
   }
 
-  async projectExists(orgId: number, projectId: number): Promise<boolean> {
-    // The projects plugin (a declared dependency) owns this table; datasets only read it.
-    return !!(await this.storage.db.selectFrom('projects').select('id').where('org_id', '=', orgId).where('id', '=', projectId).executeTakeFirst());
+  /** How many datasets a project holds (a project holding any cannot be deleted). */
+  async countInProject(orgId: number, projectId: number): Promise<number> {
+    const { n } = await this.storage.db.selectFrom('datasets').select((eb) => eb.fn.countAll<number>().as('n')).where('org_id', '=', orgId).where('project_id', '=', projectId).executeTakeFirstOrThrow();
+    return Number(n);
   }
 
   async create(orgId: number, input: { name: string; project_id: number; description?: string | null; columns: DatasetColumn[] }, userId: number): Promise<Dataset> {
-    if (!(await this.projectExists(orgId, input.project_id))) {
+    if (!(await this.projects.exists(orgId, input.project_id))) {
       throw problems.unprocessable(`project ${input.project_id} does not exist in this organization`, [{ path: 'body.project_id', message: 'no such project' }]);
     }
     const { storage } = this;

@@ -1,4 +1,5 @@
 import { definePlugin, kernelServices } from '../../kernel/plugin-api.ts';
+import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
 import { contractRoutes } from './contract-routes.ts';
 import { ContractService } from './contracts.ts';
 import { DatasetStore } from './dataset-store.ts';
@@ -10,8 +11,12 @@ import { datasetRoutes, parseUploadLimit } from './routes.ts';
 export default definePlugin({
   deps: { storage: kernelServices.storage, audit: kernelServices.audit, config: kernelServices.config },
   migrations: datasetMigrations,
-  init: ({ storage, audit, config }) => {
-    const store = new DatasetStore(storage);
+  init: ({ storage, audit, config }, ctx) => {
+    const store = new DatasetStore(storage, ctx.useService(projectCatalog));
+    ctx.contribute(projectDeleteGuards, async (orgId, projectId) => {
+      const count = await store.countInProject(orgId, projectId);
+      return count ? `it holds ${count} dataset${count === 1 ? '' : 's'}; delete or move them first` : null;
+    });
     const contracts = new ContractService(storage);
     return {
       routes: [

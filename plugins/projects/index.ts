@@ -1,7 +1,8 @@
 import { z } from 'zod';
-import { definePlugin, defineRoute, identitySchemas as s, kernelServices, reply } from '../../kernel/plugin-api.ts';
+import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, reply } from '../../kernel/plugin-api.ts';
 import { projectMigrations } from './migrations.ts';
 import { ProjectStore } from './project-store.ts';
+import { projectCatalog, projectDeleteGuards, type ProjectDeleteGuard } from './public.ts';
 
 const projectSchema = z
   .object({
@@ -25,8 +26,16 @@ const projectKey = z
 export default definePlugin({
   deps: { storage: kernelServices.storage, audit: kernelServices.audit },
   migrations: projectMigrations,
-  init: ({ storage, audit }) => {
+  init: ({ storage, audit }, ctx) => {
     const projects = new ProjectStore(storage);
+    const deleteGuards = new Set<ProjectDeleteGuard>();
+    ctx.provideExtensionPoint(projectDeleteGuards, ({ value }) => {
+      deleteGuards.add(value);
+      return () => void deleteGuards.delete(value);
+    });
+    ctx.provideService(projectCatalog, {
+      exists: async (orgId, projectId) => (await projects.find(orgId, projectId)) !== undefined,
+    });
     const base = { security: 'bearer', orgScoped: true } as const;
     const idParams = s.idParam('id');
     return {
@@ -101,6 +110,11 @@ export default definePlugin({
           request: { params: idParams },
           responses: { 204: { description: 'Deleted' } },
           handler: async ({ params, orgId }) => {
+            await projects.get(orgId!, params.id as number);
+            for (const guard of deleteGuards) {
+              const reason = await guard(orgId!, params.id as number);
+              if (reason) throw problems.conflict(`project ${params.id} cannot be deleted: ${reason}`);
+            }
             const project = await projects.remove(orgId!, params.id as number);
             await audit.record({ action: 'project.delete', targetType: 'project', targetId: project.id, details: { key: project.key } });
             return reply(204);

@@ -45,9 +45,13 @@ export class ProjectStore {
     return { items, total: Number(total) };
   }
 
+  async find(orgId: number, id: number): Promise<Project | undefined> {
+    return (await this.storage.db.selectFrom('projects').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()) as Project | undefined;
+  }
+
   /** The project, if it belongs to the organization; another organization's project is "not found". */
   async get(orgId: number, id: number): Promise<Project> {
-    const project = (await this.storage.db.selectFrom('projects').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()) as Project | undefined;
+    const project = await this.find(orgId, id);
     if (!project) throw problems.notFound(`no project ${id} in this organization`);
     return project;
   }
