@@ -248,11 +248,25 @@ describe.each(DIALECTS)('plugin loading (%s)', (dialect) => {
       writeManifest(dir, { id: 'cycle-b', kind: 'extension', depends_on: ['cycle-a'] }, 'recipes');
       writeManifest(dir, { id: 'sneaky', kind: 'extension', description: 'sneaky hello' }, 'contributor');
       writeManifest(dir, { id: 'sneaky-declared', kind: 'extension', contributes: { 'provider.greetings': [{ text: 'sneaky declared' }] } }, 'recipes');
+      writeManifest(dir, { id: 'clock', kind: 'extension' }, 'service-provider');
+      writeManifest(dir, { id: 'clock-user', depends_on: ['clock'], router: { prefix: '/api/clock-user', tag: 'clock-user' } }, 'service-user');
+      writeManifest(dir, { id: 'clock-thief', router: { prefix: '/api/clock-thief', tag: 'clock-thief' } }, 'service-user');
       t = await startTestKernel({ dialect, manifestDirs: withRepoManifests(dir) });
     });
     afterAll(async () => {
       await t?.stop();
       manifests.remove();
+    });
+
+    it('hands a plugin the services of the plugins it depends on, and only those', async () => {
+      expect((await t.request('GET', '/api/clock-user', { token: null })).body).toEqual({ provider_version: '1.0.0' });
+      const thief = await statusOf(t, 'clock-thief');
+      expect(thief.state).toBe('failed');
+      expect(thief.reason).toMatch(/"clock-thief" uses service "clock.version", which none of the plugins it depends on provides/);
+      // Reloading the provider reloads its dependent, which then holds the new implementation.
+      writeManifest(manifests.dir, { id: 'clock', version: '2.0.0', kind: 'extension' }, 'service-provider');
+      expect((await t.request('POST', '/api/plugins/clock/reload')).status).toBe(200);
+      expect((await t.request('GET', '/api/clock-user', { token: null })).body).toEqual({ provider_version: '2.0.0' });
     });
 
     it('loads a contributor after the provider it depends on, whatever the file order', async () => {
