@@ -1,11 +1,12 @@
 import { definePlugin, kernelServices } from '../../kernel/plugin-api.ts';
 import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
 import { contractRoutes } from './contract-routes.ts';
+import { datasetCatalog } from './public.ts';
 import { ContractService } from './contracts.ts';
-import { DatasetStore } from './dataset-store.ts';
+import { DatasetStore, type Dataset } from './dataset-store.ts';
 import { DatasetLoader } from './loader.ts';
 import { datasetMigrations } from './migrations.ts';
-import { datasetRoutes, parseUploadLimit } from './routes.ts';
+import { datasetRoutes, parseUploadLimit, seesPii } from './routes.ts';
 
 /** The `datasets` router: datasets as real tables, CSV and JSON ingest, row queries, export, schema contracts. */
 export default definePlugin({
@@ -18,6 +19,13 @@ export default definePlugin({
       return count ? `it holds ${count} dataset${count === 1 ? '' : 's'}; delete or move them first` : null;
     });
     const contracts = new ContractService(storage);
+    ctx.provideService(datasetCatalog, {
+      get: (orgId, id) => store.get(orgId, id),
+      // The catalog hands out the datasets it read itself, which carry their table name.
+      table: (dataset) => storage.dataTables.ref(dataset.org_id, (dataset as Dataset).table_name),
+      seesPii,
+      decode: (type, value) => storage.dataTables.decode(type, value),
+    });
     return {
       routes: [
         ...datasetRoutes({ store, loader: new DatasetLoader(storage, store), storage, audit, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT) }),

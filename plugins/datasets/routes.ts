@@ -229,6 +229,7 @@ export function datasetRoutes({ store, loader, storage, audit, uploadLimitBytes 
 }
 
 /** PII columns are shown only to callers holding `datasets.pii.read`. */
-const visibility = (principal: Principal) => ({ seePii: principal.capabilities.has('datasets.pii.read') });
+export const seesPii = (principal: Principal) => principal.capabilities.has('datasets.pii.read');
+const visibility = (principal: Principal) => ({ seePii: seesPii(principal) });
 
 export const parseUploadLimit = (text: string) => bytes.parse(text) ?? 2 * 1024 ** 3;

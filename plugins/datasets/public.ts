@@ -1,0 +1,29 @@
+/**
+ * The datasets plugin's public contract: what plugins depending on it may import (references and
+ * types only).
+ */
+import type { RawBuilder } from 'kysely';
+import { pluginServiceRef, type Principal } from '../../kernel/plugin-api.ts';
+import type { DataColumnType } from '../../storage/index.ts';
+
+export interface DatasetInfo {
+  id: number;
+  org_id: number;
+  name: string;
+  columns: { name: string; type: DataColumnType; pii: boolean }[];
+  row_count: number;
+  version: number;
+}
+
+export interface DatasetCatalog {
+  /** The dataset if it belongs to the organization, else a 404 problem. */
+  get(orgId: number, id: number): Promise<DatasetInfo>;
+  /** The dataset's table, for queries pushed down to the database. */
+  table(dataset: DatasetInfo): RawBuilder<unknown>;
+  /** Whether the caller sees the values of PII columns (`datasets.pii.read`). */
+  seesPii(principal: Principal): boolean;
+  /** Turns a stored value back into its API value. */
+  decode(type: DataColumnType, value: unknown): unknown;
+}
+
+export const datasetCatalog = pluginServiceRef<DatasetCatalog>('datasets.catalog');

@@ -1,0 +1,136 @@
+import { z } from 'zod';
+import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, type Principal } from '../../kernel/plugin-api.ts';
+import type { Storage } from '../../storage/index.ts';
+import { datasetCatalog, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
+import { profileColumn, type ColumnProfile } from './profile.ts';
+
+interface DatasetProfile {
+  dataset_id: number;
+  version: number;
+  row_count: number;
+  computed_at: string;
+  columns: ColumnProfile[];
+}
+
+const columnProfileSchema = z
+  .object({
+    name: z.string(),
+    type: z.string(),
+    masked: z.boolean().describe('PII column: only counts are shown without datasets.pii.read'),
+    count: z.number().int(),
+    nulls: z.number().int(),
+    distinct: z.number().int(),
+    min: z.unknown(),
+    max: z.unknown(),
+    mean: z.number().nullable(),
+    stddev: z.number().nullable().describe('Sample standard deviation'),
+    quantiles: z.object({ p25: z.unknown(), p50: z.unknown(), p75: z.unknown() }).nullable(),
+    top_values: z.array(z.object({ value: z.unknown(), count: z.number().int() })),
+    histogram: z.array(z.object({ from: z.number(), to: z.number(), count: z.number().int() })).nullable(),
+  })
+  .meta({ id: 'ColumnProfile' });
+
+const datasetProfileSchema = z
+  .object({
+    dataset_id: z.number().int(),
+    version: z.number().int(),
+    row_count: z.number().int(),
+    computed_at: z.string(),
+    cached: z.boolean().describe('Served from the profile computed for this dataset version'),
+    columns: z.array(columnProfileSchema),
+  })
+  .meta({ id: 'DatasetProfile' });
+
+/** What a caller without `datasets.pii.read` may know about a PII column: how many values, no values. */
+function masked(column: ColumnProfile): ColumnProfile & { masked: boolean } {
+  return { ...column, masked: true, min: null, max: null, mean: null, stddev: null, quantiles: null, top_values: [], histogram: null };
+}
+
+/**
+ * Profiles, computed in the database and kept per dataset version: a profile is computed once per
+ * version of the data and served from the cache until the data changes.
+ */
+class ProfileCache {
+  constructor(
+    private readonly storage: Storage,
+    private readonly catalog: DatasetCatalog,
+  ) {}
+
+  async get(dataset: DatasetInfo): Promise<{ profile: DatasetProfile; cached: boolean }> {
+    const { storage } = this;
+    const row = await storage.db.selectFrom('dataset_profiles').selectAll().where('dataset_id', '=', dataset.id).executeTakeFirst();
+    if (row && Number(row.version) === dataset.version) return { profile: storage.decodeJson<DatasetProfile>(row.profile), cached: true };
+    const columns: ColumnProfile[] = [];
+    for (const column of dataset.columns) {
+      columns.push(await profileColumn({ db: storage.db, table: this.catalog.table(dataset), column, rowCount: dataset.row_count, decode: this.catalog.decode }));
+    }
+    const profile: DatasetProfile = { dataset_id: dataset.id, version: dataset.version, row_count: dataset.row_count, computed_at: storage.now(), columns };
+    await storage.db
+      .insertInto('dataset_profiles')
+      .values({ dataset_id: dataset.id, org_id: dataset.org_id, version: dataset.version, profile: storage.encodeJson(profile), computed_at: profile.computed_at })
+      .onConflict((oc) => oc.column('dataset_id').doUpdateSet({ version: dataset.version, profile: storage.encodeJson(profile), computed_at: profile.computed_at }))
+      .execute();
+    return { profile, cached: false };
+  }
+}
+
+/** The `statistics` router: dataset and column profiles. */
+export default definePlugin({
+  deps: { storage: kernelServices.storage },
+  migrations: {
+    '2026-11-22T0400_profiles': {
+      async up({ db, storage }) {
+        await db.schema
+          .createTable('dataset_profiles')
+          .addColumn('dataset_id', 'integer', (c) => c.primaryKey())
+          .addColumn('org_id', 'integer', (c) => c.notNull())
+          .addColumn('version', 'integer', (c) => c.notNull())
+          .addColumn('profile', storage.types.json, (c) => c.notNull())
+          .addColumn('computed_at', storage.types.timestamp, (c) => c.notNull())
+          .execute();
+      },
+      async down({ db }) {
+        await db.schema.dropTable('dataset_profiles').execute();
+      },
+    },
+  },
+  init: ({ storage }, ctx) => {
+    const catalog = ctx.useService(datasetCatalog);
+    const cache = new ProfileCache(storage, catalog);
+    const view = async (orgId: number, id: number, principal: Principal) => {
+      const dataset = await catalog.get(orgId, id);
+      const { profile, cached } = await cache.get(dataset);
+      const seePii = catalog.seesPii(principal);
+      const pii = new Set(dataset.columns.filter((c) => c.pii).map((c) => c.name));
+      return { ...profile, cached, columns: profile.columns.map((c) => (pii.has(c.name) && !seePii ? masked(c) : { ...c, masked: false })) };
+    };
+    const base = { security: 'bearer', orgScoped: true, capability: 'datasets.read' } as const;
+    return {
+      routes: [
+        defineRoute({
+          ...base,
+          method: 'get',
+          path: '/datasets/{id}',
+          summary: 'Profile of a dataset: per column counts, nulls, distinct, range, mean, stddev, quartiles, top values, histogram',
+          request: { params: s.idParam('id') },
+          responses: { 200: { description: 'The profile', schema: datasetProfileSchema } },
+          handler: ({ params, orgId, principal }) => view(orgId!, params.id as number, principal!),
+        }),
+        defineRoute({
+          ...base,
+          method: 'get',
+          path: '/datasets/{id}/columns/{column}',
+          summary: 'Profile of one column',
+          request: { params: z.object({ id: z.coerce.number().int().positive(), column: z.string().min(1) }) },
+          responses: { 200: { description: 'The column profile', schema: columnProfileSchema } },
+          handler: async ({ params, orgId, principal }) => {
+            const profile = await view(orgId!, params.id, principal!);
+            const column = profile.columns.find((c) => c.name === params.column);
+            if (!column) throw problems.notFound(`dataset ${params.id} has no column "${params.column}"`);
+            return column;
+          },
+        }),
+      ],
+    };
+  },
+});
