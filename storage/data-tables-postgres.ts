@@ -40,6 +40,8 @@ export const postgresDataTables: DataTables = {
       await insertStatement(sql.id(schema(orgId), table), columns, rows.slice(i, i + size), cast).execute(db);
     }
   },
+  // POSIX regular expressions, Postgres' own.
+  matches: (expression, pattern) => sql<boolean>`(${expression} ~ ${pattern})`,
   decode(_type, value) {
     return value === undefined ? null : value;
   },

@@ -35,6 +35,8 @@ export const sqliteDataTables: DataTables = {
       await insertStatement(sql.id(physical(orgId, table)), columns, rows.slice(i, i + size), encode).execute(db);
     }
   },
+  // `regexp` is registered on the connection by the SQLite adapter (JavaScript regular expressions).
+  matches: (expression, pattern) => sql<boolean>`regexp(${pattern}, ${expression})`,
   decode(type, value) {
     if (value === null || value === undefined) return null;
     if (type === 'json') return JSON.parse(value as string);

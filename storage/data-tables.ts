@@ -29,6 +29,8 @@ export interface DataTables {
   insert(db: Kysely<any>, orgId: number, table: string, columns: DataColumn[], rows: unknown[][]): Promise<void>;
   /** Turns a stored value back into its API value (booleans, JSON and dates differ per dialect). */
   decode(type: DataColumnType, value: unknown): unknown;
+  /** A condition true when `expression` (text) matches the regular expression `pattern`. */
+  matches(expression: RawBuilder<unknown>, pattern: string): RawBuilder<boolean>;
   /** Largest number of bound parameters one statement may carry. */
   readonly maxParameters: number;
 }

@@ -8,6 +8,20 @@ import type { Storage, TableSnapshot } from './types.ts';
 
 const BUSY_TIMEOUT_MS = 5000;
 
+/** SQLite has the REGEXP operator but no implementation: this one uses JavaScript regular expressions. */
+function registerRegexp(database: Database.Database) {
+  const compiled = new Map<string, RegExp>();
+  database.function('regexp', { deterministic: true }, (pattern: unknown, value: unknown) => {
+    if (value === null || pattern === null) return null;
+    let regex = compiled.get(String(pattern));
+    if (!regex) {
+      if (compiled.size > 100) compiled.clear();
+      compiled.set(String(pattern), (regex = new RegExp(String(pattern))));
+    }
+    return regex.test(String(value)) ? 1 : 0;
+  });
+}
+
 /** SQLite adapter over better-sqlite3: WAL journal, foreign keys enforced, a busy timeout. */
 export function openSqliteStorage(file: string): Storage {
   if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
@@ -18,6 +32,7 @@ export function openSqliteStorage(file: string): Storage {
   database.pragma('synchronous = NORMAL');
   database.pragma('foreign_keys = ON');
   database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  registerRegexp(database);
   const db = new Kysely<any>({ dialect: new SqliteDialect({ database: withPortableValues(database) }) });
 
   return {

@@ -13,6 +13,8 @@ export interface DatasetInfo {
   columns: { name: string; type: DataColumnType; pii: boolean }[];
   row_count: number;
   version: number;
+  /** When the data or the schema last changed. */
+  updated_at: string;
 }
 
 export interface DatasetCatalog {

@@ -1,0 +1,226 @@
+import { z } from 'zod';
+import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, reply, type FieldError } from '../../kernel/plugin-api.ts';
+import type { Storage } from '../../storage/index.ts';
+import { datasetCatalog, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
+import { evaluate } from './evaluate.ts';
+import { qualityMigrations } from './migrations.ts';
+import { RuleStore, type Rule } from './rule-store.ts';
+import { RULE_TYPES, ruleDefinition, type RuleDefinition } from './rule-types.ts';
+
+const ruleSchema = z
+  .object({
+    id: z.number().int(),
+    org_id: z.number().int(),
+    dataset_id: z.number().int(),
+    name: z.string(),
+    type: z.enum(RULE_TYPES),
+    params: z.record(z.string(), z.unknown()),
+    severity: z.enum(['warn', 'error']),
+    enabled: z.boolean(),
+    created_at: z.string(),
+    updated_at: z.string(),
+  })
+  .meta({ id: 'DataQualityRule' });
+
+const runSchema = z
+  .object({
+    id: z.number().int(),
+    rule_id: z.number().int(),
+    dataset_id: z.number().int(),
+    dataset_version: z.number().int(),
+    status: z.enum(['passed', 'failed', 'error']),
+    severity: z.enum(['warn', 'error']),
+    failing_rows: z.number().int(),
+    observed: z.number().nullable(),
+    message: z.string(),
+    sample: z.array(z.record(z.string(), z.unknown())).describe('Up to 10 failing rows; PII columns masked'),
+    started_at: z.string(),
+    duration_ms: z.number(),
+  })
+  .meta({ id: 'DataQualityRun' });
+
+const NUMERIC_OR_TIME = ['integer', 'number', 'date', 'timestamp'];
+
+/** A rule definition that fits the dataset: a 400/422 naming `body.params.<field>` otherwise. */
+function checkDefinition(input: { type: string; params: unknown }, dataset: DatasetInfo): RuleDefinition {
+  const parsed = ruleDefinition.safeParse(input);
+  if (!parsed.success) {
+    const errors: FieldError[] = parsed.error.issues.map((i) => ({ path: ['body', ...i.path.map(String)].join('.'), message: i.message }));
+    throw problems.badRequest(`invalid rule: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
+  }
+  const definition = parsed.data;
+  const name = 'column' in definition.params ? definition.params.column : undefined;
+  if (name !== undefined) {
+    const column = dataset.columns.find((c) => c.name === name);
+    if (!column) throw problems.unprocessable(`dataset ${dataset.id} has no column "${name}"`, [{ path: 'body.params.column', message: 'no such column' }]);
+    if (definition.type === 'range' && !NUMERIC_OR_TIME.includes(column.type)) throw problems.unprocessable(`a range rule needs a numeric column; "${name}" is ${column.type}`, [{ path: 'body.params.column', message: 'not numeric' }]);
+    if (definition.type === 'freshness' && column.type !== 'date' && column.type !== 'timestamp') throw problems.unprocessable(`a freshness rule needs a date or timestamp column; "${name}" is ${column.type}`, [{ path: 'body.params.column', message: 'not a date or timestamp' }]);
+  }
+  return definition;
+}
+
+class RuleRunner {
+  constructor(
+    private readonly storage: Storage,
+    private readonly catalog: DatasetCatalog,
+    private readonly rules: RuleStore,
+  ) {}
+
+  async run(rule: Rule, dataset: DatasetInfo) {
+    const startedAt = this.storage.now();
+    const started = performance.now();
+    let result;
+    try {
+      result = await evaluate(this.storage, this.catalog, dataset, { type: rule.type, params: rule.params } as RuleDefinition);
+    } catch (err) {
+      result = { status: 'error' as const, failing_rows: 0, sample: [], message: `the rule could not be evaluated: ${(err as Error).message}`, observed: null };
+    }
+    return this.rules.recordRun(rule, dataset.version, result, startedAt, Math.round((performance.now() - started) * 100) / 100);
+  }
+}
+
+/** The `data_quality_rules` router (/api/data-quality): rules on datasets, runs and their history. */
+export default definePlugin({
+  deps: { storage: kernelServices.storage, audit: kernelServices.audit },
+  migrations: qualityMigrations,
+  init: ({ storage, audit }, ctx) => {
+    const catalog = ctx.useService(datasetCatalog);
+    const rules = new RuleStore(storage);
+    const runner = new RuleRunner(storage, catalog, rules);
+    const base = { security: 'bearer', orgScoped: true } as const;
+    const idParams = s.idParam('id');
+    const ruleFields = {
+      name: z.string().trim().min(1).max(200),
+      type: z.enum(RULE_TYPES),
+      params: z.record(z.string(), z.unknown()).describe('Per type: not_null/unique {column}; range {column, min?, max?}; pattern {column, pattern}; allowed_values {column, values}; row_count_between {min?, max?}; freshness {column?, max_age_hours}'),
+      severity: z.enum(['warn', 'error']).default('error'),
+      enabled: z.boolean().default(true),
+    };
+
+    return {
+      routes: [
+        defineRoute({
+          ...base,
+          method: 'post',
+          path: '/rules',
+          summary: 'Create a rule on a dataset',
+          capability: 'datasets.write',
+          request: { body: z.object({ dataset_id: z.number().int().positive(), ...ruleFields }) },
+          responses: { 201: { description: 'The rule', schema: ruleSchema } },
+          handler: async ({ body, orgId }) => {
+            const dataset = await catalog.get(orgId!, body.dataset_id);
+            const definition = checkDefinition(body, dataset);
+            const rule = await rules.create(orgId!, { ...body, ...definition });
+            await audit.record({ action: 'dq.rule.create', targetType: 'dq_rule', targetId: rule.id, details: { dataset_id: dataset.id, type: rule.type } });
+            return reply(201, rule);
+          },
+        }),
+        defineRoute({
+          ...base,
+          method: 'get',
+          path: '/rules',
+          summary: 'Rules of the organization, or of one dataset',
+          capability: 'datasets.read',
+          request: { query: z.object({ dataset_id: z.coerce.number().int().positive().optional() }) },
+          responses: { 200: { description: 'Rules', schema: z.array(ruleSchema) } },
+          handler: ({ query, orgId }) => rules.list(orgId!, query.dataset_id),
+        }),
+        defineRoute({
+          ...base,
+          method: 'get',
+          path: '/rules/{id}',
+          summary: 'One rule',
+          capability: 'datasets.read',
+          request: { params: idParams },
+          responses: { 200: { description: 'The rule', schema: ruleSchema } },
+          handler: ({ params, orgId }) => rules.get(orgId!, params.id as number),
+        }),
+        defineRoute({
+          ...base,
+          method: 'patch',
+          path: '/rules/{id}',
+          summary: 'Rename a rule, change its parameters, severity or enabled flag (its type stays)',
+          capability: 'datasets.write',
+          request: {
+            params: idParams,
+            body: z
+              .object({ name: ruleFields.name.optional(), params: ruleFields.params.optional(), severity: z.enum(['warn', 'error']).optional(), enabled: z.boolean().optional() })
+              .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
+          },
+          responses: { 200: { description: 'The rule', schema: ruleSchema } },
+          handler: async ({ params, body, orgId }) => {
+            const rule = await rules.get(orgId!, params.id as number);
+            if (body.params) checkDefinition({ type: rule.type, params: body.params }, await catalog.get(orgId!, rule.dataset_id));
+            const updated = await rules.update(orgId!, rule.id, body);
+            await audit.record({ action: 'dq.rule.update', targetType: 'dq_rule', targetId: rule.id, details: { changes: Object.keys(body) } });
+            return updated;
+          },
+        }),
+        defineRoute({
+          ...base,
+          method: 'delete',
+          path: '/rules/{id}',
+          summary: 'Delete a rule and its history',
+          capability: 'datasets.write',
+          request: { params: idParams },
+          responses: { 204: { description: 'Deleted' } },
+          handler: async ({ params, orgId }) => {
+            await rules.remove(orgId!, params.id as number);
+            await audit.record({ action: 'dq.rule.delete', targetType: 'dq_rule', targetId: params.id as number });
+            return reply(204);
+          },
+        }),
+        defineRoute({
+          ...base,
+          method: 'post',
+          path: '/rules/{id}/run',
+          summary: 'Run one rule now',
+          capability: 'datasets.read',
+          request: { params: idParams },
+          responses: { 200: { description: 'The run', schema: runSchema } },
+          handler: async ({ params, orgId }) => {
+            const rule = await rules.get(orgId!, params.id as number);
+            return runner.run(rule, await catalog.get(orgId!, rule.dataset_id));
+          },
+        }),
+        defineRoute({
+          ...base,
+          method: 'get',
+          path: '/rules/{id}/runs',
+          summary: 'Run history of a rule, newest first',
+          capability: 'datasets.read',
+          request: { params: idParams, query: z.object({ limit: z.coerce.number().int().min(1).max(500).default(50) }) },
+          responses: { 200: { description: 'Runs', schema: z.array(runSchema) } },
+          handler: async ({ params, query, orgId }) => {
+            await rules.get(orgId!, params.id as number);
+            return rules.runs(orgId!, params.id as number, query.limit);
+          },
+        }),
+        defineRoute({
+          ...base,
+          method: 'post',
+          path: '/datasets/{id}/run',
+          summary: 'Run every enabled rule of a dataset',
+          description: '`status` is `failed` when an error-severity rule fails or errs, `warned` when only warn-severity rules fail, else `passed`.',
+          capability: 'datasets.read',
+          request: { params: idParams },
+          responses: {
+            200: {
+              description: 'The runs',
+              schema: z.object({ dataset_id: z.number().int(), status: z.enum(['passed', 'warned', 'failed']), runs: z.array(runSchema) }).meta({ id: 'DataQualityReport' }),
+            },
+          },
+          handler: async ({ params, orgId }) => {
+            const dataset = await catalog.get(orgId!, params.id as number);
+            const runs = [];
+            for (const rule of (await rules.list(orgId!, dataset.id)).filter((r) => r.enabled)) runs.push(await runner.run(rule, dataset));
+            const bad = runs.filter((r) => r.status !== 'passed');
+            const status = bad.some((r) => r.severity === 'error') ? 'failed' : bad.length ? 'warned' : 'passed';
+            await audit.record({ action: 'dq.dataset.run', targetType: 'dataset', targetId: dataset.id, details: { status, rules: runs.length } });
+            return { dataset_id: dataset.id, status, runs };
+          },
+        }),
+      ],
+    };
+  },
+});

@@ -1,0 +1,42 @@
+import type { Migration } from '../../storage/index.ts';
+
+export const qualityMigrations: Record<string, Migration> = {
+  '2026-11-22T0500_quality_rules': {
+    async up({ db, storage }) {
+      const { types } = storage;
+      await storage
+        .addIdColumn(db.schema.createTable('dq_rules'))
+        .addColumn('org_id', 'integer', (c) => c.notNull())
+        .addColumn('dataset_id', 'integer', (c) => c.notNull())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('type', 'text', (c) => c.notNull())
+        .addColumn('params', types.json, (c) => c.notNull())
+        .addColumn('severity', 'text', (c) => c.notNull())
+        .addColumn('enabled', types.boolean, (c) => c.notNull())
+        .addColumn('created_at', types.timestamp, (c) => c.notNull())
+        .addColumn('updated_at', types.timestamp, (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('dq_rules_dataset').on('dq_rules').columns(['org_id', 'dataset_id']).execute();
+      await storage
+        .addIdColumn(db.schema.createTable('dq_runs'))
+        .addColumn('rule_id', 'integer', (c) => c.notNull().references('dq_rules.id').onDelete('cascade'))
+        .addColumn('org_id', 'integer', (c) => c.notNull())
+        .addColumn('dataset_id', 'integer', (c) => c.notNull())
+        .addColumn('dataset_version', 'integer', (c) => c.notNull())
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('severity', 'text', (c) => c.notNull())
+        .addColumn('failing_rows', types.bigint, (c) => c.notNull())
+        .addColumn('observed', types.double)
+        .addColumn('message', 'text', (c) => c.notNull())
+        .addColumn('sample', types.json, (c) => c.notNull())
+        .addColumn('started_at', types.timestamp, (c) => c.notNull())
+        .addColumn('duration_ms', types.double, (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('dq_runs_rule').on('dq_runs').columns(['rule_id', 'id']).execute();
+    },
+    async down({ db }) {
+      await db.schema.dropTable('dq_runs').execute();
+      await db.schema.dropTable('dq_rules').execute();
+    },
+  },
+};
