@@ -1,5 +1,6 @@
+import type Database from 'better-sqlite3';
 import { sql } from 'kysely';
-import { ROW_ID, insertStatement, batchSize, type DataColumnType, type DataTables } from './data-tables.ts';
+import { ROW_ID, type DataColumn, type DataColumnType, type DataTables } from './data-tables.ts';
 
 const SQLITE_TYPES: Record<DataColumnType, string> = {
   string: 'text',
@@ -13,8 +14,15 @@ const SQLITE_TYPES: Record<DataColumnType, string> = {
 
 const physical = (orgId: number, table: string) => `org_${orgId}__${table}`;
 
-/** SQLite: one file, so an organization's tables share a name prefix instead of a schema. */
-export const sqliteDataTables: DataTables = {
+const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
+
+/**
+ * SQLite: one file, so an organization's tables share a name prefix instead of a schema. Rows are
+ * inserted through the driver directly: one prepared statement re-run per row inside a transaction
+ * per batch is far cheaper than building multi-row INSERT texts (the connection is the one the
+ * query builder uses, so this joins any transaction in progress).
+ */
+export const createSqliteDataTables = (database: Database.Database): DataTables => ({
   maxParameters: 30_000,
   ref: (orgId, table) => sql.id(physical(orgId, table)),
   async ensureNamespace() {},
@@ -28,12 +36,16 @@ export const sqliteDataTables: DataTables = {
   async rename(db, orgId, from, to) {
     await sql`alter table ${sql.id(physical(orgId, from))} rename to ${sql.id(physical(orgId, to))}`.execute(db);
   },
-  async insert(db, orgId, table, columns, rows) {
-    const size = batchSize(columns.length, this.maxParameters);
-    const encode = (type: DataColumnType, value: unknown) => (value === null ? null : type === 'json' ? JSON.stringify(value) : value);
-    for (let i = 0; i < rows.length; i += size) {
-      await insertStatement(sql.id(physical(orgId, table)), columns, rows.slice(i, i + size), encode).execute(db);
-    }
+  async insert(_db, orgId, table, columns, rows) {
+    const insert = database.prepare(
+      `insert into ${quote(physical(orgId, table))} (${columns.map((c) => quote(c.name)).join(', ')}) values (${columns.map(() => '?').join(', ')})`,
+    );
+    const encoders = columns.map(encoderFor);
+    const run = () => {
+      for (const row of rows) insert.run(row.map((value, i) => encoders[i](value)));
+    };
+    if (database.inTransaction) run();
+    else database.transaction(run)();
   },
   // `regexp` is registered on the connection by the SQLite adapter (JavaScript regular expressions).
   matches: (expression, pattern) => sql<boolean>`regexp(${pattern}, ${expression})`,
@@ -43,4 +55,11 @@ export const sqliteDataTables: DataTables = {
     if (type === 'boolean') return value === 1 || value === true;
     return value;
   },
-};
+});
+
+/** How a value of a column type is bound: JSON as text, booleans as 1/0. */
+function encoderFor(column: DataColumn): (value: unknown) => unknown {
+  if (column.type === 'json') return (value) => (value === null ? null : JSON.stringify(value));
+  if (column.type === 'boolean') return (value) => (value === null ? null : value ? 1 : 0);
+  return (value) => value;
+}

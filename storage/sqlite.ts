@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { Kysely, SqliteDialect, sql, type CreateTableBuilder } from 'kysely';
-import { sqliteDataTables } from './data-tables-sqlite.ts';
+import { createSqliteDataTables } from './data-tables-sqlite.ts';
 import { withPortableValues } from './sqlite-values.ts';
 import type { Storage, TableSnapshot } from './types.ts';
 
@@ -38,7 +38,7 @@ export function openSqliteStorage(file: string): Storage {
   return {
     db,
     description: `sqlite:${file}`,
-    dataTables: sqliteDataTables,
+    dataTables: createSqliteDataTables(database),
     types: { json: 'text', timestamp: 'text', text: 'text', integer: 'integer', bigint: 'integer', boolean: 'boolean', double: 'real' },
     addIdColumn<TB extends string, C extends string>(table: CreateTableBuilder<TB, C>, name = 'id') {
       return table.addColumn(name, 'integer', (col) => col.primaryKey().autoIncrement()) as CreateTableBuilder<TB, C>;

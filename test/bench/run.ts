@@ -14,12 +14,12 @@ import { loadSettings } from '../../kernel/config.ts';
 import { Kernel } from '../../kernel/kernel.ts';
 import { createLogger } from '../../kernel/logger.ts';
 import { REPO_ROOT, writeManifest } from '../harness/test-kernel.ts';
+import { INGEST_ROWS, peakRssMb, rawSqliteInsertSeconds, uploadCsv, writeCsv } from './ingest.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 const STARTUP_RUNS = 5;
 const RELOAD_RUNS = 20;
-const tsx = path.join(REPO_ROOT, 'node_modules/.bin/tsx');
 
 async function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -30,9 +30,10 @@ async function freePort(): Promise<number> {
   });
 }
 
+/** Starts `node --import tsx <args>`: one process, so its pid is the server's (for its RSS). */
 function startProcess(args: string[], env: NodeJS.ProcessEnv, readyPattern: RegExp): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn(tsx, args, { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', ...args], { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     const timer = setTimeout(() => reject(new Error(`${args.join(' ')} did not start in 30 s`)), 30_000);
     child.stdout!.on('data', (chunk: Buffer) => {
       if (readyPattern.test(chunk.toString())) {
@@ -51,19 +52,20 @@ async function load(url: string, headers: Record<string, string> = {}) {
   return { requests_per_s: Math.round(result.requests.average), latency_p50_ms: result.latency.p50, latency_p99_ms: result.latency.p99 };
 }
 
+async function post(base: string, route: string, body: unknown, token?: string) {
+  const response = await fetch(`${base}${route}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify(body),
+  });
+  if (!response.ok) throw new Error(`${route}: ${response.status} ${await response.text()}`);
+  return response.json() as Promise<Record<string, string>>;
+}
+
 /** A JWT from the login route and a PAT minted with it, as a client would get them. */
 async function credentials(base: string) {
-  const post = async (route: string, body: unknown, token?: string) => {
-    const response = await fetch(`${base}${route}`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-      body: JSON.stringify(body),
-    });
-    if (!response.ok) throw new Error(`${route}: ${response.status} ${await response.text()}`);
-    return response.json() as Promise<Record<string, string>>;
-  };
-  const { access_token: jwt } = await post('/api/auth/login', { username: 'admin', password: 'bench-password' });
-  const { token: pat } = await post('/api/auth/tokens', { name: 'bench' }, jwt);
+  const { access_token: jwt } = await post(base, '/api/auth/login', { username: 'admin', password: 'bench-password' });
+  const { token: pat } = await post(base, '/api/auth/tokens', { name: 'bench' }, jwt);
   return { jwt, pat };
 }
 
@@ -106,12 +108,33 @@ async function main() {
     /listening/,
   );
   const base = `http://127.0.0.1:${kernelPort}`;
-  let kernelRoute, meWithJwt, meWithPat;
+  let kernelRoute, meWithJwt, meWithPat, ingest, rowsPages;
   try {
     kernelRoute = await load(`${base}/api/probe`);
     const { jwt, pat } = await credentials(base);
     meWithJwt = await load(`${base}/api/me`, { authorization: `Bearer ${jwt}` });
     meWithPat = await load(`${base}/api/me`, { authorization: `Bearer ${pat}` });
+
+    // Ingest through the API against the raw driver, then page reads.
+    const csv = path.join(work, 'ingest.csv');
+    const csvBytes = writeCsv(csv);
+    const rssBefore = peakRssMb(kernelProcess.pid!);
+    const project = await post(base, '/api/projects', { key: 'BENCH', name: 'Bench' }, jwt);
+    const dataset = await post(base, '/api/datasets', { name: 'bench_rows', project_id: project.id }, jwt);
+    const upload = await uploadCsv(base, jwt, Number(dataset.id), csv);
+    const raw = rawSqliteInsertSeconds(work);
+    ingest = {
+      rows: upload.rows,
+      csv_mb: Math.round(csvBytes / 1024 / 1024),
+      api_seconds: Math.round(upload.seconds * 100) / 100,
+      api_rows_per_s: Math.round(upload.rows / upload.seconds),
+      raw_driver_seconds: Math.round(raw * 100) / 100,
+      raw_driver_rows_per_s: Math.round(INGEST_ROWS / raw),
+      ratio_api_vs_raw: ratio(raw, upload.seconds),
+      server_peak_rss_mb_before: rssBefore,
+      server_peak_rss_mb_after: peakRssMb(kernelProcess.pid!),
+    };
+    rowsPages = await load(`${base}/api/datasets/${dataset.id}/rows?limit=100&sort=-amount&filter=country:eq:FR`, { authorization: `Bearer ${jwt}` });
   } finally {
     kernelProcess.kill('SIGTERM');
   }
@@ -143,6 +166,8 @@ async function main() {
     kernel_route_no_auth: kernelRoute,
     me_with_jwt: meWithJwt,
     me_with_pat: meWithPat,
+    ingest,
+    rows_page_sorted_filtered: rowsPages,
     throughput_ratio_kernel_vs_koa: ratio(kernelRoute.requests_per_s, baseline.requests_per_s),
     throughput_ratio_me_jwt_vs_koa: ratio(meWithJwt.requests_per_s, baseline.requests_per_s),
     throughput_ratio_me_pat_vs_koa: ratio(meWithPat.requests_per_s, baseline.requests_per_s),
@@ -154,6 +179,11 @@ async function main() {
     'kernel route (no auth)': { 'req/s': kernelRoute.requests_per_s, 'p50 ms': kernelRoute.latency_p50_ms, 'p99 ms': kernelRoute.latency_p99_ms },
     'GET /api/me (JWT)': { 'req/s': meWithJwt.requests_per_s, 'p50 ms': meWithJwt.latency_p50_ms, 'p99 ms': meWithJwt.latency_p99_ms },
     'GET /api/me (PAT)': { 'req/s': meWithPat.requests_per_s, 'p50 ms': meWithPat.latency_p50_ms, 'p99 ms': meWithPat.latency_p99_ms },
+    'GET /rows (100, sorted, filtered)': { 'req/s': rowsPages.requests_per_s, 'p50 ms': rowsPages.latency_p50_ms, 'p99 ms': rowsPages.latency_p99_ms },
+  });
+  console.table({
+    [`CSV ingest, ${ingest.rows} rows × 10 columns (${ingest.csv_mb} MB)`]: { seconds: ingest.api_seconds, 'rows/s': ingest.api_rows_per_s },
+    'raw driver: prepared insert, one transaction': { seconds: ingest.raw_driver_seconds, 'rows/s': ingest.raw_driver_rows_per_s },
   });
   console.table({
     'kernel / koa throughput': { value: results.throughput_ratio_kernel_vs_koa },
@@ -162,6 +192,8 @@ async function main() {
     [`start-up, ${manifestCount} manifests (median ms)`]: { value: results.startup_ms.median },
     'plugin reload (median ms)': { value: results.plugin_reload_ms.median },
     'plugin reload (max ms)': { value: results.plugin_reload_ms.max },
+    'ingest API / raw driver (target ≥ 0.5)': { value: ingest.ratio_api_vs_raw },
+    'server peak RSS before / after ingest (MB)': { value: `${ingest.server_peak_rss_mb_before} / ${ingest.server_peak_rss_mb_after}` },
   });
   const out = path.join(REPO_ROOT, 'test/bench/results/latest.json');
   fs.writeFileSync(out, `${JSON.stringify(results, null, 2)}\n`);
