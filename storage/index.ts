@@ -4,6 +4,7 @@ import { openSqliteStorage } from './sqlite.ts';
 import type { Storage } from './types.ts';
 
 export type { Storage, TableSnapshot, PortableColumnTypes } from './types.ts';
+export { containsText } from './text-search.ts';
 export { DATA_COLUMN_TYPES, ROW_ID, type DataColumn, type DataColumnType, type DataTables } from './data-tables.ts';
 export { Migrator, type Migration, type MigrationContext, type MigrationSource, type MigrationStep } from './migrator.ts';
 

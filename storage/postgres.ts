@@ -87,6 +87,7 @@ export function openPostgresStorage(connectionString: string, poolSize = 10): St
       for (const i of indexes.rows) byTable.get(i.tablename)?.indexes.push(i.indexname);
       return [...byTable.values()].sort((a, b) => a.name.localeCompare(b.name));
     },
+    isUniqueViolation: (err) => (err as { code?: unknown })?.code === '23505',
     async ping() {
       await sql`select 1`.execute(db);
     },

@@ -76,6 +76,7 @@ export function openSqliteStorage(file: string): Storage {
       }
       return snapshot;
     },
+    isUniqueViolation: (err) => /^SQLITE_CONSTRAINT_(UNIQUE|PRIMARYKEY)$/.test(String((err as { code?: unknown })?.code)),
     async ping() {
       await sql`select 1`.execute(db);
     },

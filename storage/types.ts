@@ -54,6 +54,8 @@ export interface Storage {
   snapshotSchema(): Promise<TableSnapshot[]>;
   /** Dataset tables: real tables in a per-organization namespace. */
   readonly dataTables: DataTables;
+  /** True when `err` is the database refusing a duplicate of a unique key. */
+  isUniqueViolation(err: unknown): boolean;
   /** Cheap round trip used by /readyz. */
   ping(): Promise<void>;
   close(): Promise<void>;

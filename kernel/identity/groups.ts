@@ -10,8 +10,6 @@ export interface Group {
   created_at: string;
 }
 
-const isUniqueViolation = (err: unknown) => /unique|duplicate key/i.test((err as Error).message);
-
 /** Groups of an organization, the capabilities they carry and their members. */
 export class GroupDirectory {
   constructor(private readonly storage: Storage) {}
@@ -43,7 +41,7 @@ export class GroupDirectory {
         return { ...(row as Omit<Group, 'capabilities'>), capabilities };
       });
     } catch (err) {
-      if (isUniqueViolation(err)) throw problems.conflict(`a group named "${input.name}" already exists in this organization`);
+      if (this.storage.isUniqueViolation(err)) throw problems.conflict(`a group named "${input.name}" already exists in this organization`);
       throw err;
     }
   }
@@ -83,7 +81,7 @@ export class GroupDirectory {
         }
       });
     } catch (err) {
-      if (isUniqueViolation(err)) throw problems.conflict(`a group named "${changes.name}" already exists in this organization`);
+      if (this.storage.isUniqueViolation(err)) throw problems.conflict(`a group named "${changes.name}" already exists in this organization`);
       throw err;
     }
     return this.get(orgId, id);

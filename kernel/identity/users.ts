@@ -52,8 +52,6 @@ export function toPublicUser(row: UserRow): PublicUser {
   };
 }
 
-const isUniqueViolation = (err: unknown) => /unique|duplicate key/i.test((err as Error).message);
-
 /** Accounts: the `users` table and the rules around it. */
 export class UserDirectory {
   constructor(private readonly storage: Storage) {}
@@ -84,7 +82,7 @@ export class UserDirectory {
         return user;
       });
     } catch (err) {
-      if (isUniqueViolation(err)) throw problems.conflict('a user with this username or e-mail already exists');
+      if (this.storage.isUniqueViolation(err)) throw problems.conflict('a user with this username or e-mail already exists');
       throw err;
     }
   }
@@ -136,7 +134,7 @@ export class UserDirectory {
         return row as UserRow;
       });
     } catch (err) {
-      if (isUniqueViolation(err)) throw problems.conflict('another user already has this e-mail');
+      if (this.storage.isUniqueViolation(err)) throw problems.conflict('another user already has this e-mail');
       throw err;
     }
   }

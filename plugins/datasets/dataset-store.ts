@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { problems } from '../../kernel/plugin-api.ts';
-import type { DataColumn, Storage } from '../../storage/index.ts';
+import { containsText, type DataColumn, type Storage } from '../../storage/index.ts';
 import type { ProjectCatalog } from '../projects/public.ts';
 
 export interface DatasetColumn extends DataColumn {
@@ -22,8 +22,6 @@ export interface Dataset {
   created_at: string;
   updated_at: string;
 }
-
-const isUniqueViolation = (err: unknown) => /unique|duplicate key/i.test((err as Error).message);
 
 /** The dataset catalog of one organization at a time; every read and write filters by `orgId`. */
 export class DatasetStore {
@@ -73,7 +71,7 @@ export class DatasetStore {
         return this.decode({ ...row, table_name: tableName });
       });
     } catch (err) {
-      if (isUniqueViolation(err)) throw problems.conflict(`a dataset named "${input.name}" already exists in this organization`);
+      if (this.storage.isUniqueViolation(err)) throw problems.conflict(`a dataset named "${input.name}" already exists in this organization`);
       throw err;
     }
   }
@@ -81,10 +79,7 @@ export class DatasetStore {
   async list(orgId: number, page: { limit: number; offset: number; search?: string; project_id?: number }): Promise<{ items: Dataset[]; total: number }> {
     let query = this.storage.db.selectFrom('datasets').where('org_id', '=', orgId);
     if (page.project_id !== undefined) query = query.where('project_id', '=', page.project_id);
-    if (page.search) {
-      const pattern = `%${page.search.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-      query = query.where(sql<boolean>`(lower(name) like ${pattern} escape '\\' or lower(coalesce(description, '')) like ${pattern} escape '\\')`);
-    }
+    if (page.search) query = query.where(sql<boolean>`(${containsText(sql.ref('name'), page.search)} or ${containsText(sql`coalesce(description, '')`, page.search)})`);
     const rows = await query.selectAll().orderBy('id').limit(page.limit).offset(page.offset).execute();
     const { total } = await query.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow();
     return { items: rows.map((r) => this.decode(r)), total: Number(total) };
@@ -108,7 +103,7 @@ export class DatasetStore {
         .where('id', '=', id)
         .execute();
     } catch (err) {
-      if (isUniqueViolation(err)) throw problems.conflict(`a dataset named "${changes.name}" already exists in this organization`);
+      if (this.storage.isUniqueViolation(err)) throw problems.conflict(`a dataset named "${changes.name}" already exists in this organization`);
       throw err;
     }
     return this.get(orgId, id);

@@ -1,6 +1,6 @@
 import { sql, type RawBuilder } from 'kysely';
 import { problems } from '../../kernel/plugin-api.ts';
-import { ROW_ID, type Storage } from '../../storage/index.ts';
+import { containsText, ROW_ID, type Storage } from '../../storage/index.ts';
 import type { Dataset, DatasetColumn } from './dataset-store.ts';
 import { parseText, ValueError } from './values.ts';
 
@@ -98,10 +98,8 @@ export async function queryRows(storage: Storage, dataset: Dataset, request: Row
         return raw === 'false' ? sql`${ref} is not null` : sql`${ref} is null`;
       case 'in':
         return sql`${ref} in (${sql.join(raw.split(',').map(value))})`;
-      case 'contains': {
-        const pattern = `%${raw.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-        return sql`lower(cast(${ref} as text)) like ${pattern} escape '\\'`;
-      }
+      case 'contains':
+        return containsText(ref, raw);
       default:
         return sql`${ref} ${sql.raw(COMPARISON[operator as keyof typeof COMPARISON])} ${value(raw)}`;
     }

@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { Storage } from '../../storage/index.ts';
+import { containsText, type Storage } from '../../storage/index.ts';
 import { problems } from '../../kernel/plugin-api.ts';
 
 export interface Project {
@@ -12,8 +12,6 @@ export interface Project {
   created_at: string;
   updated_at: string;
 }
-
-const isUniqueViolation = (err: unknown) => /unique|duplicate key/i.test((err as Error).message);
 
 /** Projects of one organization at a time: every read and write is filtered by `orgId`. */
 export class ProjectStore {
@@ -28,18 +26,14 @@ export class ProjectStore {
         .returningAll()
         .executeTakeFirstOrThrow()) as Project;
     } catch (err) {
-      if (isUniqueViolation(err)) throw problems.conflict(`a project with key ${input.key} already exists in this organization`);
+      if (this.storage.isUniqueViolation(err)) throw problems.conflict(`a project with key ${input.key} already exists in this organization`);
       throw err;
     }
   }
 
   async list(orgId: number, page: { limit: number; offset: number; search?: string }): Promise<{ items: Project[]; total: number }> {
     let query = this.storage.db.selectFrom('projects').where('org_id', '=', orgId);
-    if (page.search) {
-      // LIKE with an explicit escape character means the same on SQLite and Postgres.
-      const pattern = `%${page.search.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-      query = query.where(sql<boolean>`(lower(name) like ${pattern} escape '\\' or lower(key) like ${pattern} escape '\\')`);
-    }
+    if (page.search) query = query.where(sql<boolean>`(${containsText(sql.ref('name'), page.search)} or ${containsText(sql.ref('key'), page.search)})`);
     const items = (await query.selectAll().orderBy('id').limit(page.limit).offset(page.offset).execute()) as Project[];
     const { total } = await query.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow();
     return { items, total: Number(total) };
