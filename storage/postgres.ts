@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { Kysely, PostgresDialect, sql, type CreateTableBuilder } from 'kysely';
 import { postgresDataTables } from './data-tables-postgres.ts';
+import { runPostgresReadOnly } from './postgres-read-only.ts';
 import type { Storage, TableSnapshot } from './types.ts';
 
 const OID = { int8: 20, date: 1082, timestamp: 1114, timestamptz: 1184 } as const;
@@ -87,6 +88,8 @@ export function openPostgresStorage(connectionString: string, poolSize = 10): St
       for (const i of indexes.rows) byTable.get(i.tablename)?.indexes.push(i.indexname);
       return [...byTable.values()].sort((a, b) => a.name.localeCompare(b.name));
     },
+    sqlDialect: 'PostgresQL',
+    runReadOnly: (query) => runPostgresReadOnly(pool, query),
     isUniqueViolation: (err) => (err as { code?: unknown })?.code === '23505',
     async ping() {
       await sql`select 1`.execute(db);

@@ -3,6 +3,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { Kysely, SqliteDialect, sql, type CreateTableBuilder } from 'kysely';
 import { createSqliteDataTables } from './data-tables-sqlite.ts';
+import { SqliteReadOnlyRunner } from './sqlite-read-only.ts';
 import { withPortableValues } from './sqlite-values.ts';
 import type { Storage, TableSnapshot } from './types.ts';
 
@@ -34,6 +35,7 @@ export function openSqliteStorage(file: string): Storage {
   database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   registerRegexp(database);
   const db = new Kysely<any>({ dialect: new SqliteDialect({ database: withPortableValues(database) }) });
+  const readOnly = new SqliteReadOnlyRunner(file);
 
   return {
     db,
@@ -76,11 +78,17 @@ export function openSqliteStorage(file: string): Storage {
       }
       return snapshot;
     },
+    sqlDialect: 'Sqlite',
+    runReadOnly(query) {
+      if (file === ':memory:') return Promise.reject(new Error('governed SQL needs a database file, not :memory:'));
+      return readOnly.run(query);
+    },
     isUniqueViolation: (err) => /^SQLITE_CONSTRAINT_(UNIQUE|PRIMARYKEY)$/.test(String((err as { code?: unknown })?.code)),
     async ping() {
       await sql`select 1`.execute(db);
     },
     async close() {
+      await readOnly.close();
       await db.destroy();
     },
   };

@@ -1,5 +1,6 @@
 import type { ColumnDataType, CreateTableBuilder, Kysely, Transaction } from 'kysely';
 import type { DataTables } from './data-tables.ts';
+import type { ReadOnlyQuery, ReadOnlyResult } from './read-only-query.ts';
 
 /**
  * Column types a migration uses for the portable kinds of data. Each adapter maps them to its
@@ -54,6 +55,13 @@ export interface Storage {
   snapshotSchema(): Promise<TableSnapshot[]>;
   /** Dataset tables: real tables in a per-organization namespace. */
   readonly dataTables: DataTables;
+  /**
+   * Runs one read-only statement written by a user (governed SQL), bounded in rows and time, off
+   * the request path: a runaway query is stopped and the server stays responsive.
+   */
+  runReadOnly(query: ReadOnlyQuery): Promise<ReadOnlyResult>;
+  /** The SQL dialect, for a parser checking user-written SQL (`node-sql-parser` names). */
+  readonly sqlDialect: 'PostgresQL' | 'Sqlite';
   /** True when `err` is the database refusing a duplicate of a unique key. */
   isUniqueViolation(err: unknown): boolean;
   /** Cheap round trip used by /readyz. */

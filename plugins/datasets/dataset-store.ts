@@ -85,6 +85,13 @@ export class DatasetStore {
     return { items: rows.map((r) => this.decode(r)), total: Number(total) };
   }
 
+  async findByNames(orgId: number, names: string[]): Promise<Dataset[]> {
+    if (names.length === 0) return [];
+    const lower = names.map((n) => n.toLowerCase());
+    const rows = await this.storage.db.selectFrom('datasets').selectAll().where('org_id', '=', orgId).where(sql<string>`lower(name)`, 'in', lower).execute();
+    return rows.map((r) => this.decode(r));
+  }
+
   /** The dataset, if it belongs to the organization; another organization's is "not found". */
   async get(orgId: number, id: number): Promise<Dataset> {
     const row = await this.storage.db.selectFrom('datasets').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst();

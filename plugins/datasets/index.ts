@@ -21,6 +21,7 @@ export default definePlugin({
     const contracts = new ContractService(storage);
     ctx.provideService(datasetCatalog, {
       get: (orgId, id) => store.get(orgId, id),
+      findByNames: (orgId, names) => store.findByNames(orgId, names),
       // The catalog hands out the datasets it read itself, which carry their table name.
       table: (dataset) => storage.dataTables.ref(dataset.org_id, (dataset as Dataset).table_name),
       seesPii,

@@ -20,6 +20,8 @@ export interface DatasetInfo {
 export interface DatasetCatalog {
   /** The dataset if it belongs to the organization, else a 404 problem. */
   get(orgId: number, id: number): Promise<DatasetInfo>;
+  /** The organization's datasets with these names (names are matched ignoring case). */
+  findByNames(orgId: number, names: string[]): Promise<DatasetInfo[]>;
   /** The dataset's table, for queries pushed down to the database. */
   table(dataset: DatasetInfo): RawBuilder<unknown>;
   /** Whether the caller sees the values of PII columns (`datasets.pii.read`). */

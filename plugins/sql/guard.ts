@@ -1,0 +1,74 @@
+import nodeSqlParser from 'node-sql-parser';
+import { problems } from '../../kernel/plugin-api.ts';
+
+const { Parser } = nodeSqlParser;
+const parser = new Parser();
+
+/**
+ * Functions no governed query may call: server files and settings, large objects, other
+ * databases, catalog dumps, extension loading (Postgres `pg_*`, SQLite `sqlite_*` included).
+ */
+const DENIED_FUNCTION = /^(pg_|lo_|sqlite_|dblink|current_setting$|set_config$|load_extension$|readfile$|writefile$|edit$|fts3_tokenizer$|query_to_xml|table_to_xml|cursor_to_xml|schema_to_xml|database_to_xml|txid_|inet_server_|inet_client_|version$|current_user$|session_user$|user$|current_database$|current_schema)/i;
+
+export interface GuardedSql {
+  /** The statement without a trailing semicolon. */
+  sql: string;
+  /** Dataset names the statement reads, as written. */
+  datasets: string[];
+  /** Whether the statement opens with its own WITH clause (and RECURSIVE). */
+  withClause: { recursive: boolean } | null;
+}
+
+const fail = (message: string) => problems.badRequest(message, [{ path: 'body.sql', message }]);
+
+function functionNames(node: unknown, found: Set<string>) {
+  if (Array.isArray(node)) return node.forEach((n) => functionNames(n, found));
+  if (!node || typeof node !== 'object') return;
+  const record = node as Record<string, unknown>;
+  if (record.type === 'function' || record.type === 'aggr_func') {
+    const name = record.name as unknown;
+    if (typeof name === 'string') found.add(name);
+    else if (name && typeof name === 'object' && Array.isArray((name as { name?: unknown }).name)) {
+      found.add(((name as { name: { value: string }[] }).name.map((part) => part.value).join('.')));
+    }
+  }
+  for (const value of Object.values(record)) functionNames(value, found);
+}
+
+/**
+ * Admits one read-only SELECT (WITH allowed) and names the datasets it reads. Anything else —
+ * DDL, DML, several statements, PRAGMA, ATTACH, COPY, SELECT INTO, schema-qualified names (system
+ * catalogs, other organizations), denied functions — is a 400 saying why.
+ */
+export function guard(text: string, dialect: 'PostgresQL' | 'Sqlite'): GuardedSql {
+  const sql = text.replace(/^(\s|--[^\n]*\n|\/\*[\s\S]*?\*\/)*/, '').trim().replace(/;\s*$/, '');
+  let ast: unknown;
+  let tables: string[];
+  try {
+    ast = parser.astify(sql, { database: dialect });
+    tables = parser.tableList(sql, { database: dialect });
+  } catch (err) {
+    throw fail(`the query could not be parsed: ${(err as Error).message.split('\n')[0]}`);
+  }
+  const statements = Array.isArray(ast) ? ast : [ast];
+  if (statements.length !== 1) throw fail('send exactly one statement');
+  const statement = statements[0] as Record<string, unknown>;
+  if (statement.type !== 'select') throw fail(`only read-only SELECT queries are allowed, not ${String(statement.type).toUpperCase()}`);
+  if (statement.into && (statement.into as { expr?: unknown }).expr) throw fail('SELECT INTO is not allowed');
+
+  const cteNames = new Set(((statement.with as { name: { value?: string } | string }[] | null) ?? []).map((w) => (typeof w.name === 'string' ? w.name : (w.name.value ?? '')).toLowerCase()));
+  const datasets = new Set<string>();
+  for (const entry of tables) {
+    const [kind, schema, table] = entry.split('::');
+    if (kind !== 'select') throw fail(`only read-only SELECT queries are allowed, not ${kind.toUpperCase()}`);
+    if (schema !== 'null') throw fail(`"${schema}.${table}" is not reachable: name datasets directly, without a schema`);
+    if (!cteNames.has(table.toLowerCase())) datasets.add(table);
+  }
+  const functions = new Set<string>();
+  functionNames(statement, functions);
+  const denied = [...functions].find((name) => DENIED_FUNCTION.test(name.replace(/^.*\./, '')) || name.includes('.'));
+  if (denied) throw fail(`function ${denied} is not allowed in governed SQL`);
+
+  const opening = /^with\s+(recursive\s+)?/i.exec(sql);
+  return { sql, datasets: [...datasets], withClause: opening ? { recursive: !!opening[1] } : null };
+}

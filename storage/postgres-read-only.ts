@@ -1,0 +1,48 @@
+import type pg from 'pg';
+import { QueryRejectedError, QueryTimeoutError, type ReadOnlyQuery, type ReadOnlyResult } from './read-only-query.ts';
+
+const TYPES: Record<number, string> = {
+  16: 'boolean',
+  20: 'integer',
+  21: 'integer',
+  23: 'integer',
+  700: 'number',
+  701: 'number',
+  1700: 'number',
+  25: 'string',
+  1043: 'string',
+  1042: 'string',
+  1082: 'date',
+  1114: 'timestamp',
+  1184: 'timestamp',
+  114: 'json',
+  3802: 'json',
+};
+
+/**
+ * Governed SQL on Postgres: a READ ONLY transaction with a statement timeout, on its own pooled
+ * connection; Postgres stops a runaway statement itself.
+ */
+export async function runPostgresReadOnly(pool: pg.Pool, query: ReadOnlyQuery): Promise<ReadOnlyResult> {
+  const client = await pool.connect();
+  try {
+    await client.query('begin transaction read only');
+    await client.query(`set local statement_timeout = ${Math.max(1, Math.floor(query.timeoutMs))}`);
+    const result = await client.query({ text: `select * from (${query.sql}) as governed_query limit ${query.limit + 1}`, values: query.params, rowMode: 'array' });
+    const truncated = result.rows.length > query.limit;
+    return {
+      columns: result.fields.map((f) => ({ name: f.name, type: TYPES[f.dataTypeID] ?? 'string' })),
+      rows: truncated ? result.rows.slice(0, query.limit) : result.rows,
+      truncated,
+    };
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === '57014') throw new QueryTimeoutError(`the query ran longer than ${query.timeoutMs} ms and was stopped`);
+    // Class 42 (syntax or access rule), 22 (data exception), 25 (read-only transaction): the query's fault.
+    if (code && /^(42|22|25|2B|0A)/.test(code)) throw new QueryRejectedError((err as Error).message);
+    throw err;
+  } finally {
+    await client.query('rollback').catch(() => undefined);
+    client.release();
+  }
+}
