@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { ROW_ID, insertStatement, batchSize, type DataColumnType, type DataTables } from './data-tables.ts';
+import { ROW_ID, batchSize, inlineParameters, insertStatement, sqlLiteral, type DataColumnType, type DataTables } from './data-tables.ts';
 
 const POSTGRES_TYPES: Record<DataColumnType, string> = {
   string: 'text',
@@ -39,6 +39,10 @@ export const postgresDataTables: DataTables = {
     for (let i = 0; i < rows.length; i += size) {
       await insertStatement(sql.id(schema(orgId), table), columns, rows.slice(i, i + size), cast).execute(db);
     }
+  },
+  inline: (fragment, db) => {
+    const compiled = fragment.compile(db);
+    return inlineParameters(compiled.sql, compiled.parameters, /^\$(\d+)/, (value) => sqlLiteral(value, ['true', 'false']));
   },
   // POSIX regular expressions, Postgres' own.
   matches: (expression, pattern) => sql<boolean>`(${expression} ~ ${pattern})`,

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { sql } from 'kysely';
-import { ROW_ID, type DataColumn, type DataColumnType, type DataTables } from './data-tables.ts';
+import { ROW_ID, inlineParameters, sqlLiteral, type DataColumn, type DataColumnType, type DataTables } from './data-tables.ts';
 
 const SQLITE_TYPES: Record<DataColumnType, string> = {
   string: 'text',
@@ -46,6 +46,10 @@ export const createSqliteDataTables = (database: Database.Database): DataTables 
     };
     if (database.inTransaction) run();
     else database.transaction(run)();
+  },
+  inline: (fragment, db) => {
+    const compiled = fragment.compile(db);
+    return inlineParameters(compiled.sql, compiled.parameters, /^\?/, (value) => sqlLiteral(value, ['1', '0']));
   },
   // `regexp` is registered on the connection by the SQLite adapter (JavaScript regular expressions).
   matches: (expression, pattern) => sql<boolean>`regexp(${pattern}, ${expression})`,

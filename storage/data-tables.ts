@@ -31,6 +31,11 @@ export interface DataTables {
   decode(type: DataColumnType, value: unknown): unknown;
   /** A condition true when `expression` (text) matches the regular expression `pattern`. */
   matches(expression: RawBuilder<unknown>, pattern: string): RawBuilder<boolean>;
+  /**
+   * SQL text with the bound parameters written in as literals, for a fragment that must be spliced
+   * into user-written SQL (whose own parameters keep their numbers).
+   */
+  inline(fragment: RawBuilder<unknown>, db: Kysely<any>): string;
   /** Largest number of bound parameters one statement may carry. */
   readonly maxParameters: number;
 }
@@ -38,6 +43,45 @@ export interface DataTables {
 /** Rows per INSERT statement for `columns` columns under a dialect's parameter limit. */
 export function batchSize(columns: number, maxParameters: number): number {
   return Math.max(1, Math.min(1000, Math.floor(maxParameters / Math.max(1, columns))));
+}
+
+/**
+ * Writes parameters into compiled SQL as literals: placeholders are found outside quoted strings
+ * and identifiers only. `placeholder` matches one placeholder at the start of the text and tells
+ * which parameter it stands for; `literal` writes a value in the dialect.
+ */
+export function inlineParameters(compiledSql: string, parameters: readonly unknown[], placeholder: RegExp, literal: (value: unknown) => string): string {
+  let out = '';
+  let next = 0;
+  for (let i = 0; i < compiledSql.length; i += 1) {
+    const char = compiledSql[i];
+    if (char === "'" || char === '"') {
+      const end = compiledSql.indexOf(char, i + 1);
+      out += compiledSql.slice(i, end + 1);
+      i = end;
+      continue;
+    }
+    const match = placeholder.exec(compiledSql.slice(i));
+    if (match) {
+      const index = match[1] ? Number(match[1]) - 1 : next++;
+      out += literal(parameters[index]);
+      i += match[0].length - 1;
+      continue;
+    }
+    out += char;
+  }
+  return out;
+}
+
+/** A value as a SQL literal; `booleans` says how the dialect writes true and false. */
+export function sqlLiteral(value: unknown, booleans: [string, string]): string {
+  if (value === null || value === undefined) return 'null';
+  if (typeof value === 'boolean') return value ? booleans[0] : booleans[1];
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value)) throw new Error('cannot write a non-finite number as a literal');
+    return String(value);
+  }
+  return `'${String(value).replace(/'/g, "''")}'`;
 }
 
 export function insertStatement(target: RawBuilder<unknown>, columns: DataColumn[], rows: unknown[][], cast: (type: DataColumnType, value: unknown) => unknown) {

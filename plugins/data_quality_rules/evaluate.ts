@@ -20,15 +20,17 @@ export interface Evaluation {
  * Evaluates one rule against a dataset in the database: a row-level rule is a condition that
  * selects failing rows (counted, and sampled); a dataset-level rule compares one measure.
  */
-export async function evaluate(storage: Storage, catalog: DatasetCatalog, dataset: DatasetInfo, rule: RuleDefinition): Promise<Evaluation> {
-  const table = catalog.table(dataset);
+export async function evaluate(storage: Storage, catalog: DatasetCatalog, dataset: DatasetInfo, rule: RuleDefinition, scope: RawBuilder<boolean> | null): Promise<Evaluation> {
+  // Under row policies a rule sees (and samples) only the rows its caller may read.
+  const table = scope ? sql`(select * from ${catalog.table(dataset)} where ${scope}) as scoped` : catalog.table(dataset);
+  const rowCount = scope ? Number((await sql<{ n: unknown }>`select count(*) as n from ${table}`.execute(storage.db)).rows[0].n) : dataset.row_count;
   const column = 'column' in rule.params && rule.params.column !== undefined ? dataset.columns.find((c) => c.name === (rule.params as { column: string }).column) : undefined;
   if ('column' in rule.params && rule.params.column !== undefined && !column) {
     return { status: 'error', failing_rows: 0, sample: [], message: `column "${rule.params.column}" is no longer in the dataset`, observed: null };
   }
 
   if (rule.type === 'row_count_between') {
-    const observed = dataset.row_count;
+    const observed = rowCount;
     const { min, max } = rule.params;
     const ok = (min === undefined || observed >= min) && (max === undefined || observed <= max);
     return { status: ok ? 'passed' : 'failed', failing_rows: 0, sample: [], message: `${observed} rows (expected ${min ?? '-∞'} … ${max ?? '∞'})`, observed };
@@ -83,7 +85,7 @@ export async function evaluate(storage: Storage, catalog: DatasetCatalog, datase
     status: failingRows ? 'failed' : 'passed',
     failing_rows: failingRows,
     sample,
-    message: failingRows ? `${failingRows} of ${dataset.row_count} rows fail` : `all ${dataset.row_count} rows pass`,
+    message: failingRows ? `${failingRows} of ${rowCount} rows fail` : `all ${rowCount} rows pass`,
     observed: null,
   };
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, reply, type FieldError } from '../../kernel/plugin-api.ts';
+import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, reply, type FieldError, type Principal } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import { datasetCatalog, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
 import { evaluate } from './evaluate.ts';
@@ -66,12 +66,13 @@ class RuleRunner {
     private readonly rules: RuleStore,
   ) {}
 
-  async run(rule: Rule, dataset: DatasetInfo) {
+  async run(rule: Rule, dataset: DatasetInfo, principal: Principal) {
     const startedAt = this.storage.now();
     const started = performance.now();
     let result;
     try {
-      result = await evaluate(this.storage, this.catalog, dataset, { type: rule.type, params: rule.params } as RuleDefinition);
+      const { condition } = await this.catalog.scope(principal, dataset);
+      result = await evaluate(this.storage, this.catalog, dataset, { type: rule.type, params: rule.params } as RuleDefinition, condition);
     } catch (err) {
       result = { status: 'error' as const, failing_rows: 0, sample: [], message: `the rule could not be evaluated: ${(err as Error).message}`, observed: null };
     }
@@ -178,9 +179,9 @@ export default definePlugin({
           capability: 'datasets.read',
           request: { params: idParams },
           responses: { 200: { description: 'The run', schema: runSchema } },
-          handler: async ({ params, orgId }) => {
+          handler: async ({ params, orgId, principal }) => {
             const rule = await rules.get(orgId!, params.id as number);
-            return runner.run(rule, await catalog.get(orgId!, rule.dataset_id));
+            return runner.run(rule, await catalog.get(orgId!, rule.dataset_id), principal!);
           },
         }),
         defineRoute({
@@ -210,10 +211,10 @@ export default definePlugin({
               schema: z.object({ dataset_id: z.number().int(), status: z.enum(['passed', 'warned', 'failed']), runs: z.array(runSchema) }).meta({ id: 'DataQualityReport' }),
             },
           },
-          handler: async ({ params, orgId }) => {
+          handler: async ({ params, orgId, principal }) => {
             const dataset = await catalog.get(orgId!, params.id as number);
             const runs = [];
-            for (const rule of (await rules.list(orgId!, dataset.id)).filter((r) => r.enabled)) runs.push(await runner.run(rule, dataset));
+            for (const rule of (await rules.list(orgId!, dataset.id)).filter((r) => r.enabled)) runs.push(await runner.run(rule, dataset, principal!));
             const bad = runs.filter((r) => r.status !== 'passed');
             const status = bad.some((r) => r.severity === 'error') ? 'failed' : bad.length ? 'warned' : 'passed';
             await audit.record({ action: 'dq.dataset.run', targetType: 'dataset', targetId: dataset.id, details: { status, rules: runs.length } });

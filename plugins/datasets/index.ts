@@ -1,6 +1,8 @@
 import { definePlugin, kernelServices } from '../../kernel/plugin-api.ts';
 import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
 import { contractRoutes } from './contract-routes.ts';
+import { policyRoutes } from './policy-routes.ts';
+import { RowPolicies } from './row-policies.ts';
 import { datasetCatalog } from './public.ts';
 import { ContractService } from './contracts.ts';
 import { DatasetStore, type Dataset } from './dataset-store.ts';
@@ -10,26 +12,29 @@ import { datasetRoutes, parseUploadLimit, seesPii } from './routes.ts';
 
 /** The `datasets` router: datasets as real tables, CSV and JSON ingest, row queries, export, schema contracts. */
 export default definePlugin({
-  deps: { storage: kernelServices.storage, audit: kernelServices.audit, config: kernelServices.config },
+  deps: { storage: kernelServices.storage, audit: kernelServices.audit, config: kernelServices.config, groups: kernelServices.groups },
   migrations: datasetMigrations,
-  init: ({ storage, audit, config }, ctx) => {
+  init: ({ storage, audit, config, groups }, ctx) => {
     const store = new DatasetStore(storage, ctx.useService(projectCatalog));
     ctx.contribute(projectDeleteGuards, async (orgId, projectId) => {
       const count = await store.countInProject(orgId, projectId);
       return count ? `it holds ${count} dataset${count === 1 ? '' : 's'}; delete or move them first` : null;
     });
     const contracts = new ContractService(storage);
+    const policies = new RowPolicies(storage, groups);
     ctx.provideService(datasetCatalog, {
       get: (orgId, id) => store.get(orgId, id),
       findByNames: (orgId, names) => store.findByNames(orgId, names),
       // The catalog hands out the datasets it read itself, which carry their table name.
       table: (dataset) => storage.dataTables.ref(dataset.org_id, (dataset as Dataset).table_name),
       seesPii,
+      scope: (principal, dataset) => policies.scope(principal, dataset as Dataset),
       decode: (type, value) => storage.dataTables.decode(type, value),
     });
     return {
       routes: [
-        ...datasetRoutes({ store, loader: new DatasetLoader(storage, store), storage, audit, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT) }),
+        ...datasetRoutes({ store, policies, loader: new DatasetLoader(storage, store), storage, audit, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT) }),
+        ...policyRoutes({ store, policies, audit }),
         ...contractRoutes({ store, contracts, audit }),
       ],
     };

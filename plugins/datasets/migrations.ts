@@ -47,4 +47,21 @@ export const datasetMigrations: Record<string, Migration> = {
       await db.schema.dropTable('dataset_contracts').execute();
     },
   },
+  '2026-11-22T0600_row_policies': {
+    async up({ db, storage }) {
+      await storage
+        .addIdColumn(db.schema.createTable('row_policies'))
+        .addColumn('dataset_id', 'integer', (c) => c.notNull().references('datasets.id').onDelete('cascade'))
+        .addColumn('org_id', 'integer', (c) => c.notNull())
+        .addColumn('group_id', 'integer', (c) => c.notNull().references('groups.id').onDelete('cascade'))
+        .addColumn('filters', storage.types.json, (c) => c.notNull())
+        .addColumn('description', 'text')
+        .addColumn('created_at', storage.types.timestamp, (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('row_policies_dataset').on('row_policies').column('dataset_id').execute();
+    },
+    async down({ db }) {
+      await db.schema.dropTable('row_policies').execute();
+    },
+  },
 };

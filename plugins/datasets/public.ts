@@ -24,6 +24,11 @@ export interface DatasetCatalog {
   findByNames(orgId: number, names: string[]): Promise<DatasetInfo[]>;
   /** The dataset's table, for queries pushed down to the database. */
   table(dataset: DatasetInfo): RawBuilder<unknown>;
+  /**
+   * The rows the caller may read under the dataset's row policies: a condition on the dataset's
+   * table (null: every row) and a key naming that scope, for caches.
+   */
+  scope(principal: Principal, dataset: DatasetInfo): Promise<{ condition: RawBuilder<boolean> | null; key: string }>;
   /** Whether the caller sees the values of PII columns (`datasets.pii.read`). */
   seesPii(principal: Principal): boolean;
   /** Turns a stored value back into its API value. */

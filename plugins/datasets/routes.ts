@@ -2,12 +2,14 @@ import bytes from 'bytes';
 import { z } from 'zod';
 import { defineRoute, identitySchemas as s, kernelServices, problems, reply, type Principal, type ServiceType } from '../../kernel/plugin-api.ts';
 import { exportStream } from './export.ts';
+import type { RowPolicies } from './row-policies.ts';
 import type { DataColumn } from '../../storage/index.ts';
 import { readCsv } from './csv-reader.ts';
 import { csvRows } from './csv-ingest.ts';
 import type { Dataset, DatasetColumn, DatasetStore } from './dataset-store.ts';
 import type { DatasetLoader } from './loader.ts';
-import { FILTER_OPERATORS, queryRows } from './rows-query.ts';
+import { FILTER_OPERATORS } from './filters.ts';
+import { queryRows } from './rows-query.ts';
 import { columnName, datasetName, datasetSchema, loadResultSchema, rowsPageSchema } from './schemas.ts';
 import { UPLOAD_TYPES, uploadedFile } from './upload.ts';
 import { parseJsonValue, ValueError } from './values.ts';
@@ -15,6 +17,7 @@ import { DATA_COLUMN_TYPES } from '../../storage/index.ts';
 
 export interface DatasetRouteDeps {
   store: DatasetStore;
+  policies: RowPolicies;
   loader: DatasetLoader;
   storage: ServiceType<typeof kernelServices.storage>;
   audit: ServiceType<typeof kernelServices.audit>;
@@ -27,7 +30,9 @@ const publicDataset = ({ table_name: _table, created_by: _by, ...dataset }: Data
 const idParams = s.idParam('id');
 const base = { security: 'bearer', orgScoped: true } as const;
 
-export function datasetRoutes({ store, loader, storage, audit, uploadLimitBytes }: DatasetRouteDeps) {
+export function datasetRoutes({ store, policies, loader, storage, audit, uploadLimitBytes }: DatasetRouteDeps) {
+  const visibility = async (principal: Principal, dataset: Dataset) => ({ seePii: seesPii(principal), scope: (await policies.scope(principal, dataset)).condition });
+
   const columnsInput = z
     .array(z.object({ name: columnName, type: z.enum(DATA_COLUMN_TYPES), pii: z.boolean().default(false), description: z.string().max(2000).nullable().default(null) }))
     .max(1000)
@@ -203,7 +208,10 @@ export function datasetRoutes({ store, loader, storage, audit, uploadLimitBytes 
         }),
       },
       responses: { 200: { description: 'A page of rows', schema: rowsPageSchema } },
-      handler: async ({ params, query, orgId, principal }) => queryRows(storage, await store.get(orgId!, params.id as number), query, visibility(principal!)),
+      handler: async ({ params, query, orgId, principal }) => {
+        const dataset = await store.get(orgId!, params.id as number);
+        return queryRows(storage, dataset, query, await visibility(principal!, dataset));
+      },
     }),
     defineRoute({
       ...base,
@@ -219,7 +227,7 @@ export function datasetRoutes({ store, loader, storage, audit, uploadLimitBytes 
         const dataset = await store.get(orgId!, params.id as number);
         await audit.record({ action: 'dataset.export', targetType: 'dataset', targetId: dataset.id, details: { format: query.format, rows: dataset.row_count } });
         const type = query.format === 'csv' ? 'text/csv; charset=utf-8' : 'application/json; charset=utf-8';
-        return reply(200, exportStream(storage, dataset, query.format, visibility(principal!)), {
+        return reply(200, exportStream(storage, dataset, query.format, await visibility(principal!, dataset)), {
           'Content-Type': type,
           'Content-Disposition': `attachment; filename="${dataset.name}.${query.format}"`,
         });
@@ -230,6 +238,5 @@ export function datasetRoutes({ store, loader, storage, audit, uploadLimitBytes 
 
 /** PII columns are shown only to callers holding `datasets.pii.read`. */
 export const seesPii = (principal: Principal) => principal.capabilities.has('datasets.pii.read');
-const visibility = (principal: Principal) => ({ seePii: seesPii(principal) });
 
 export const parseUploadLimit = (text: string) => bytes.parse(text) ?? 2 * 1024 ** 3;

@@ -1,11 +1,9 @@
 import { sql, type RawBuilder } from 'kysely';
 import { problems } from '../../kernel/plugin-api.ts';
-import { containsText, ROW_ID, type Storage } from '../../storage/index.ts';
+import { ROW_ID, type Storage } from '../../storage/index.ts';
+import { columnLookup, compileFilter } from './filters.ts';
 import type { Dataset, DatasetColumn } from './dataset-store.ts';
-import { parseText, ValueError } from './values.ts';
 
-export const FILTER_OPERATORS = ['eq', 'ne', 'lt', 'lte', 'gt', 'gte', 'in', 'contains', 'is_null'] as const;
-type FilterOperator = (typeof FILTER_OPERATORS)[number];
 
 export interface RowsRequest {
   limit: number;
@@ -19,9 +17,13 @@ export interface RowsRequest {
   columns?: string;
 }
 
-/** What the caller may see: PII columns are masked for callers without `datasets.pii.read`. */
+/**
+ * What the caller may see: PII columns are masked for callers without `datasets.pii.read`, and
+ * only rows within the caller's row-policy scope come back (null: every row).
+ */
 export interface Visibility {
   seePii: boolean;
+  scope: RawBuilder<boolean> | null;
 }
 
 /** Stands in for the value of a PII column the caller may not read. */
@@ -43,7 +45,6 @@ export async function* allRows(storage: Storage, dataset: Dataset, visibility: V
   } while (cursor);
 }
 
-const COMPARISON: Record<Exclude<FilterOperator, 'in' | 'contains' | 'is_null'>, string> = { eq: '=', ne: '<>', lt: '<', lte: '<=', gt: '>', gte: '>=' };
 
 const encodeCursor = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
 function decodeCursor(cursor: string): { after?: number; offset?: number } {
@@ -62,13 +63,8 @@ function decodeCursor(cursor: string): { after?: number; offset?: number } {
  * a sort it carries an offset.
  */
 export async function queryRows(storage: Storage, dataset: Dataset, request: RowsRequest, visibility: Visibility): Promise<RowsPage> {
-  const byName = new Map(dataset.columns.map((c) => [c.name, c]));
   const masked = (c: DatasetColumn) => c.pii && !visibility.seePii;
-  const column = (name: string, where: string): DatasetColumn => {
-    const found = byName.get(name);
-    if (!found) throw problems.badRequest(`unknown column "${name}"`, [{ path: where, message: `unknown column ${name}` }]);
-    return found;
-  };
+  const column = (name: string, where: string): DatasetColumn => columnLookup(dataset.columns, where)(name);
   /** Filtering or sorting on a masked column would reveal its values one comparison at a time. */
   const comparable = (name: string, where: string): DatasetColumn => {
     const found = column(name, where);
@@ -77,33 +73,8 @@ export async function queryRows(storage: Storage, dataset: Dataset, request: Row
   };
   const selected = request.columns ? request.columns.split(',').map((n) => column(n.trim(), 'query.columns')) : dataset.columns;
 
-  const conditions: RawBuilder<unknown>[] = request.filter.map((text) => {
-    const [name, operator, ...rest] = text.split(':');
-    const raw = rest.join(':');
-    const target = comparable(name, 'query.filter');
-    if (!FILTER_OPERATORS.includes(operator as FilterOperator)) {
-      throw problems.badRequest(`unknown filter operator "${operator}" (use ${FILTER_OPERATORS.join(', ')})`, [{ path: 'query.filter', message: `unknown operator ${operator}` }]);
-    }
-    const value = (text: string) => {
-      try {
-        return parseText(target.type === 'json' ? 'string' : target.type, text);
-      } catch (err) {
-        if (err instanceof ValueError) throw problems.badRequest(`filter on "${name}": ${err.message}`, [{ path: 'query.filter', message: err.message }]);
-        throw err;
-      }
-    };
-    const ref = sql.id(target.name);
-    switch (operator as FilterOperator) {
-      case 'is_null':
-        return raw === 'false' ? sql`${ref} is not null` : sql`${ref} is null`;
-      case 'in':
-        return sql`${ref} in (${sql.join(raw.split(',').map(value))})`;
-      case 'contains':
-        return containsText(ref, raw);
-      default:
-        return sql`${ref} ${sql.raw(COMPARISON[operator as keyof typeof COMPARISON])} ${value(raw)}`;
-    }
-  });
+  const conditions: RawBuilder<unknown>[] = request.filter.map((text) => compileFilter(text, (name) => comparable(name, 'query.filter'), 'query.filter'));
+  if (visibility.scope) conditions.push(visibility.scope);
 
   const order = (request.sort ?? '')
     .split(',')

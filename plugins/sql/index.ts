@@ -11,14 +11,18 @@ export const MAX_TIMEOUT_MS = 300_000;
 const quoteIdentifier = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
 /**
- * One CTE per dataset the query reads, named as the query names it: the dataset's table with PII
- * columns masked for callers without `datasets.pii.read` and the hidden row id left out. The
- * query itself is left as written.
+ * One CTE per dataset the query reads, named as the query names it: the dataset's table limited to
+ * the caller's row-policy scope, PII columns masked for callers without `datasets.pii.read` and the
+ * hidden row id left out. The query itself is left as written.
  */
-function datasetCte(storage: Storage, catalog: DatasetCatalog, referenced: string, dataset: DatasetInfo, seePii: boolean): string {
+async function datasetCte(storage: Storage, catalog: DatasetCatalog, referenced: string, dataset: DatasetInfo, principal: Principal): Promise<string> {
   const table = catalog.table(dataset).compile(storage.db).sql;
+  const seePii = catalog.seesPii(principal);
   const columns = dataset.columns.map((c) => (c.pii && !seePii ? `cast('***' as text) as ${quoteIdentifier(c.name)}` : quoteIdentifier(c.name)));
-  return `${referenced} as (select ${columns.length ? columns.join(', ') : 'null as no_columns where 1 = 0'} from ${table})`;
+  const { condition } = await catalog.scope(principal, dataset);
+  // The row-policy condition is written in as literals: the query's own $1, $2… keep their numbers.
+  const where = [columns.length ? null : '1 = 0', condition ? storage.dataTables.inline(condition, storage.db) : null].filter(Boolean);
+  return `${referenced} as (select ${columns.length ? columns.join(', ') : 'null as no_columns'} from ${table}${where.length ? ` where ${where.join(' and ')}` : ''})`;
 }
 
 /** The `sql` router: governed, read-only SQL over the current organization's datasets. */
@@ -33,8 +37,7 @@ export default definePlugin({
       const byName = new Map(found.map((d) => [d.name.toLowerCase(), d]));
       const missing = guarded.datasets.filter((name) => !byName.has(name.toLowerCase()));
       if (missing.length) throw problems.badRequest(`no dataset named ${missing.map((m) => `"${m}"`).join(', ')} in this organization`, [{ path: 'body.sql', message: `unknown dataset ${missing[0]}` }]);
-      const seePii = catalog.seesPii(principal);
-      const ctes = guarded.datasets.map((name) => datasetCte(storage, catalog, name, byName.get(name.toLowerCase())!, seePii));
+      const ctes = await Promise.all(guarded.datasets.map((name) => datasetCte(storage, catalog, name, byName.get(name.toLowerCase())!, principal)));
       const statement = !ctes.length
         ? guarded.sql
         : guarded.withClause

@@ -1,3 +1,4 @@
+import { sql, type RawBuilder } from 'kysely';
 import { z } from 'zod';
 import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, type Principal } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
@@ -47,8 +48,8 @@ function masked(column: ColumnProfile): ColumnProfile & { masked: boolean } {
 }
 
 /**
- * Profiles, computed in the database and kept per dataset version: a profile is computed once per
- * version of the data and served from the cache until the data changes.
+ * Profiles, computed in the database and kept per dataset version and row-policy scope: computed
+ * once per version of the data and scope, served from the cache until the data changes.
  */
 class ProfileCache {
   constructor(
@@ -56,19 +57,24 @@ class ProfileCache {
     private readonly catalog: DatasetCatalog,
   ) {}
 
-  async get(dataset: DatasetInfo): Promise<{ profile: DatasetProfile; cached: boolean }> {
+  /** The profile of the rows within `scope` (row policies), computed once per dataset version and scope. */
+  async get(dataset: DatasetInfo, scope: { condition: RawBuilder<boolean> | null; key: string }): Promise<{ profile: DatasetProfile; cached: boolean }> {
     const { storage } = this;
-    const row = await storage.db.selectFrom('dataset_profiles').selectAll().where('dataset_id', '=', dataset.id).executeTakeFirst();
+    const row = await storage.db.selectFrom('dataset_profiles').selectAll().where('dataset_id', '=', dataset.id).where('scope_key', '=', scope.key).executeTakeFirst();
     if (row && Number(row.version) === dataset.version) return { profile: storage.decodeJson<DatasetProfile>(row.profile), cached: true };
+    const table = this.catalog.table(dataset);
+    const source = scope.condition ? sql`(select * from ${table} where ${scope.condition}) as scoped` : table;
+    const rowCount = scope.condition ? Number((await sql<{ n: unknown }>`select count(*) as n from ${source}`.execute(storage.db)).rows[0].n) : dataset.row_count;
     const columns: ColumnProfile[] = [];
     for (const column of dataset.columns) {
-      columns.push(await profileColumn({ db: storage.db, table: this.catalog.table(dataset), column, rowCount: dataset.row_count, decode: this.catalog.decode }));
+      columns.push(await profileColumn({ db: storage.db, table: source, column, rowCount, decode: this.catalog.decode }));
     }
-    const profile: DatasetProfile = { dataset_id: dataset.id, version: dataset.version, row_count: dataset.row_count, computed_at: storage.now(), columns };
+    const profile: DatasetProfile = { dataset_id: dataset.id, version: dataset.version, row_count: rowCount, computed_at: storage.now(), columns };
+    const values = { version: dataset.version, profile: storage.encodeJson(profile), computed_at: profile.computed_at };
     await storage.db
       .insertInto('dataset_profiles')
-      .values({ dataset_id: dataset.id, org_id: dataset.org_id, version: dataset.version, profile: storage.encodeJson(profile), computed_at: profile.computed_at })
-      .onConflict((oc) => oc.column('dataset_id').doUpdateSet({ version: dataset.version, profile: storage.encodeJson(profile), computed_at: profile.computed_at }))
+      .values({ dataset_id: dataset.id, scope_key: scope.key, org_id: dataset.org_id, ...values })
+      .onConflict((oc) => oc.columns(['dataset_id', 'scope_key']).doUpdateSet(values))
       .execute();
     return { profile, cached: false };
   }
@@ -93,13 +99,40 @@ export default definePlugin({
         await db.schema.dropTable('dataset_profiles').execute();
       },
     },
+    // Profiles become per row-policy scope: the cache is rebuilt keyed by (dataset, scope).
+    '2026-11-22T0700_profiles_per_scope': {
+      async up({ db, storage }) {
+        await db.schema.dropTable('dataset_profiles').execute();
+        await db.schema
+          .createTable('dataset_profiles')
+          .addColumn('dataset_id', 'integer', (c) => c.notNull())
+          .addColumn('scope_key', 'text', (c) => c.notNull())
+          .addColumn('org_id', 'integer', (c) => c.notNull())
+          .addColumn('version', 'integer', (c) => c.notNull())
+          .addColumn('profile', storage.types.json, (c) => c.notNull())
+          .addColumn('computed_at', storage.types.timestamp, (c) => c.notNull())
+          .addPrimaryKeyConstraint('dataset_profiles_pk', ['dataset_id', 'scope_key'])
+          .execute();
+      },
+      async down({ db, storage }) {
+        await db.schema.dropTable('dataset_profiles').execute();
+        await db.schema
+          .createTable('dataset_profiles')
+          .addColumn('dataset_id', 'integer', (c) => c.primaryKey())
+          .addColumn('org_id', 'integer', (c) => c.notNull())
+          .addColumn('version', 'integer', (c) => c.notNull())
+          .addColumn('profile', storage.types.json, (c) => c.notNull())
+          .addColumn('computed_at', storage.types.timestamp, (c) => c.notNull())
+          .execute();
+      },
+    },
   },
   init: ({ storage }, ctx) => {
     const catalog = ctx.useService(datasetCatalog);
     const cache = new ProfileCache(storage, catalog);
     const view = async (orgId: number, id: number, principal: Principal) => {
       const dataset = await catalog.get(orgId, id);
-      const { profile, cached } = await cache.get(dataset);
+      const { profile, cached } = await cache.get(dataset, await catalog.scope(principal, dataset));
       const seePii = catalog.seesPii(principal);
       const pii = new Set(dataset.columns.filter((c) => c.pii).map((c) => c.name));
       return { ...profile, cached, columns: profile.columns.map((c) => (pii.has(c.name) && !seePii ? masked(c) : { ...c, masked: false })) };
