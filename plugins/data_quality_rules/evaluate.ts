@@ -4,7 +4,7 @@ import type { DatasetCatalog, DatasetInfo } from '../datasets/public.ts';
 import type { RuleDefinition } from './rule-types.ts';
 
 export const SAMPLE_ROWS = 10;
-const PII_MASK = '***';
+export const PII_MASK = '***';
 
 export interface Evaluation {
   status: 'passed' | 'failed' | 'error';
@@ -72,6 +72,8 @@ export async function evaluate(storage: Storage, catalog: DatasetCatalog, datase
     case 'allowed_values':
       failing = sql`${ref} is not null and ${ref} not in (${sql.join(rule.params.values)})`;
       break;
+    case 'custom_sql':
+      throw new Error('custom SQL rules run through the governed SQL path, not here');
   }
   const { count } = (await sql<{ count: unknown }>`select count(*) as count from ${table} where ${failing}`.execute(storage.db)).rows[0];
   const failingRows = Number(count);

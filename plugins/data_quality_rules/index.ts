@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, reply, type FieldError, type Principal } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import { datasetCatalog, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
-import { evaluate } from './evaluate.ts';
+import { evaluate, PII_MASK, SAMPLE_ROWS, type Evaluation } from './evaluate.ts';
+import { governedSql, type GovernedSql } from '../sql/public.ts';
 import { qualityMigrations } from './migrations.ts';
 import { RuleStore, type Rule } from './rule-store.ts';
 import { RULE_TYPES, ruleDefinition, type RuleDefinition } from './rule-types.ts';
@@ -59,24 +60,55 @@ function checkDefinition(input: { type: string; params: unknown }, dataset: Data
   return definition;
 }
 
+/** The governed queries of a custom-SQL rule: rows where the condition does not hold (NULL included). */
+const failingRowsSql = (dataset: DatasetInfo, condition: string, select: string) => `select ${select} from ${dataset.name} where (${condition}) is not true`;
+
 class RuleRunner {
   constructor(
     private readonly storage: Storage,
     private readonly catalog: DatasetCatalog,
     private readonly rules: RuleStore,
+    private readonly sql: GovernedSql,
   ) {}
+
+  /**
+   * A custom-SQL rule runs through the governed SQL path, as its caller: the same checks, masking,
+   * row policies, time limit and audit as POST /api/sql.
+   */
+  async customSql(dataset: DatasetInfo, condition: string, principal: Principal): Promise<Evaluation> {
+    const count = await this.sql.run({ sql: failingRowsSql(dataset, condition, 'count(*)'), timeout_ms: 30_000 }, dataset.org_id, principal);
+    const failing = Number(count.rows[0][0]);
+    const sample = failing ? await this.sql.run({ sql: failingRowsSql(dataset, condition, '*'), limit: SAMPLE_ROWS }, dataset.org_id, principal) : null;
+    const pii = new Set(dataset.columns.filter((c) => c.pii).map((c) => c.name));
+    const rows = (sample?.rows ?? []).map((row) => Object.fromEntries(sample!.columns.map((c, i) => [c.name, pii.has(c.name) && row[i] !== null ? PII_MASK : row[i]])));
+    return { status: failing ? 'failed' : 'passed', failing_rows: failing, sample: rows, message: failing ? `${failing} rows break the condition` : 'every row meets the condition', observed: null };
+  }
 
   async run(rule: Rule, dataset: DatasetInfo, principal: Principal) {
     const startedAt = this.storage.now();
     const started = performance.now();
     let result;
     try {
-      const { condition } = await this.catalog.scope(principal, dataset);
-      result = await evaluate(this.storage, this.catalog, dataset, { type: rule.type, params: rule.params } as RuleDefinition, condition);
+      if (rule.type === 'custom_sql') {
+        result = await this.customSql(dataset, (rule.params as { condition: string }).condition, principal);
+      } else {
+        const { condition } = await this.catalog.scope(principal, dataset);
+        result = await evaluate(this.storage, this.catalog, dataset, { type: rule.type, params: rule.params } as RuleDefinition, condition);
+      }
     } catch (err) {
       result = { status: 'error' as const, failing_rows: 0, sample: [], message: `the rule could not be evaluated: ${(err as Error).message}`, observed: null };
     }
     return this.rules.recordRun(rule, dataset.version, result, startedAt, Math.round((performance.now() - started) * 100) / 100);
+  }
+}
+
+/** A custom-SQL condition must be one the governed path accepts: tried once, the refusal named. */
+async function checkCondition(sql: GovernedSql, dataset: DatasetInfo, condition: string, principal: Principal) {
+  try {
+    await sql.run({ sql: failingRowsSql(dataset, condition, 'count(*)'), limit: 1, timeout_ms: 5_000 }, dataset.org_id, principal);
+  } catch (err) {
+    const detail = (err as { detail?: string }).detail ?? (err as Error).message;
+    throw problems.badRequest(`the condition is not usable: ${detail}`, [{ path: 'body.params.condition', message: detail }]);
   }
 }
 
@@ -86,14 +118,15 @@ export default definePlugin({
   migrations: qualityMigrations,
   init: ({ storage, audit }, ctx) => {
     const catalog = ctx.useService(datasetCatalog);
+    const sqlService = ctx.useService(governedSql);
     const rules = new RuleStore(storage);
-    const runner = new RuleRunner(storage, catalog, rules);
+    const runner = new RuleRunner(storage, catalog, rules, sqlService);
     const base = { security: 'bearer', orgScoped: true } as const;
     const idParams = s.idParam('id');
     const ruleFields = {
       name: z.string().trim().min(1).max(200),
       type: z.enum(RULE_TYPES),
-      params: z.record(z.string(), z.unknown()).describe('Per type: not_null/unique {column}; range {column, min?, max?}; pattern {column, pattern}; allowed_values {column, values}; row_count_between {min?, max?}; freshness {column?, max_age_hours}'),
+      params: z.record(z.string(), z.unknown()).describe('Per type: not_null/unique {column}; range {column, min?, max?}; pattern {column, pattern}; allowed_values {column, values}; row_count_between {min?, max?}; freshness {column?, max_age_hours}; custom_sql {condition}'),
       severity: z.enum(['warn', 'error']).default('error'),
       enabled: z.boolean().default(true),
     };
@@ -108,9 +141,10 @@ export default definePlugin({
           capability: 'datasets.write',
           request: { body: z.object({ dataset_id: z.number().int().positive(), ...ruleFields }) },
           responses: { 201: { description: 'The rule', schema: ruleSchema } },
-          handler: async ({ body, orgId }) => {
+          handler: async ({ body, orgId, principal }) => {
             const dataset = await catalog.get(orgId!, body.dataset_id);
             const definition = checkDefinition(body, dataset);
+            if (definition.type === 'custom_sql') await checkCondition(sqlService, dataset, definition.params.condition, principal!);
             const rule = await rules.create(orgId!, { ...body, ...definition });
             await audit.record({ action: 'dq.rule.create', targetType: 'dq_rule', targetId: rule.id, details: { dataset_id: dataset.id, type: rule.type } });
             return reply(201, rule);
@@ -149,9 +183,13 @@ export default definePlugin({
               .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
           },
           responses: { 200: { description: 'The rule', schema: ruleSchema } },
-          handler: async ({ params, body, orgId }) => {
+          handler: async ({ params, body, orgId, principal }) => {
             const rule = await rules.get(orgId!, params.id as number);
-            if (body.params) checkDefinition({ type: rule.type, params: body.params }, await catalog.get(orgId!, rule.dataset_id));
+            if (body.params) {
+              const dataset = await catalog.get(orgId!, rule.dataset_id);
+              const definition = checkDefinition({ type: rule.type, params: body.params }, dataset);
+              if (definition.type === 'custom_sql') await checkCondition(sqlService, dataset, definition.params.condition, principal!);
+            }
             const updated = await rules.update(orgId!, rule.id, body);
             await audit.record({ action: 'dq.rule.update', targetType: 'dq_rule', targetId: rule.id, details: { changes: Object.keys(body) } });
             return updated;

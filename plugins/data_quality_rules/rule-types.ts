@@ -36,10 +36,16 @@ export const ruleDefinition = z.discriminatedUnion('type', [
       .refine((p) => p.min === undefined || p.max === undefined || p.min <= p.max, 'min must not exceed max'),
   }),
   z.object({
+    type: z.literal('custom_sql'),
+    params: z
+      .object({ condition: z.string().min(1).max(10_000).describe('A SQL condition every row must satisfy, over the dataset\u2019s columns') })
+      .strict(),
+  }),
+  z.object({
     type: z.literal('freshness'),
     params: z.object({ column: z.string().min(1).optional().describe('A date or timestamp column; default: when the data last changed'), max_age_hours: z.number().positive() }).strict(),
   }),
 ]);
 
 export type RuleDefinition = z.infer<typeof ruleDefinition>;
-export const RULE_TYPES = ['not_null', 'unique', 'range', 'pattern', 'allowed_values', 'row_count_between', 'freshness'] as const;
+export const RULE_TYPES = ['not_null', 'unique', 'range', 'pattern', 'allowed_values', 'row_count_between', 'freshness', 'custom_sql'] as const;

@@ -4,6 +4,7 @@ import { definePlugin, defineRoute, HttpProblem, kernelServices, problems, type 
 import { QueryRejectedError, QueryTimeoutError, type Storage } from '../../storage/index.ts';
 import { datasetCatalog, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
 import { guard } from './guard.ts';
+import { governedSql } from './public.ts';
 
 export const MAX_ROWS = 10_000;
 export const MAX_TIMEOUT_MS = 300_000;
@@ -60,6 +61,11 @@ export default definePlugin({
         throw err;
       }
     }
+
+    ctx.provideService(governedSql, {
+      run: (query, orgId, principal) =>
+        execute({ sql: query.sql, params: query.params ?? [], limit: query.limit ?? 1000, timeout_ms: query.timeout_ms ?? 30_000 }, orgId, principal),
+    });
 
     return {
       routes: [

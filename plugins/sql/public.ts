@@ -1,0 +1,27 @@
+/** The sql plugin's public contract: the governed query path, for plugins that depend on it. */
+import { pluginServiceRef, type Principal } from '../../kernel/plugin-api.ts';
+
+export interface GovernedQuery {
+  sql: string;
+  params?: unknown[];
+  limit?: number;
+  timeout_ms?: number;
+}
+
+export interface GovernedResult {
+  columns: { name: string; type: string }[];
+  rows: unknown[][];
+  row_count: number;
+  truncated: boolean;
+  elapsed_ms: number;
+}
+
+export interface GovernedSql {
+  /**
+   * Runs a query exactly as `POST /api/sql` would for this caller: same checks, masking, row
+   * policies, limits and audit; refusals are the same problems.
+   */
+  run(query: GovernedQuery, orgId: number, principal: Principal): Promise<GovernedResult>;
+}
+
+export const governedSql = pluginServiceRef<GovernedSql>('sql.governed');
