@@ -50,6 +50,9 @@ export const settingsSchema = z.object({
   JWT_ALGORITHM: z.enum(['HS256', 'HS384', 'HS512']).default('HS256'),
   JWT_EXPIRE_MINUTES: integer(60, 1),
   PAT_HASH_KEY: optionalSecret,
+  VAULT_KEY: optionalSecret,
+  OUTBOUND_ALLOWED_HOSTS: list(),
+  OUTBOUND_TIMEOUT_MS: integer(10_000, 1),
   PAT_MAX_PER_USER: integer(20, 1),
   PAT_RATE_LIMIT_PER_MIN: integer(0),
   CORS_ALLOWED_ORIGINS: list(),
@@ -87,7 +90,7 @@ export function loadSettings(env: Record<string, string | undefined>): Settings 
   }
   const settings: Settings = { ...parsed.data, VALIDATE_RESPONSES: parsed.data.VALIDATE_RESPONSES ?? parsed.data.NODE_ENV !== 'production' };
   if (settings.NODE_ENV === 'production') {
-    for (const secret of ['JWT_SECRET', 'PAT_HASH_KEY'] as const) {
+    for (const secret of ['JWT_SECRET', 'PAT_HASH_KEY', 'VAULT_KEY'] as const) {
       if (!settings[secret]) throw new SettingsError(`invalid setting ${secret}: required when NODE_ENV=production`);
     }
   }

@@ -18,6 +18,8 @@ import { PersonalAccessTokens } from './identity/tokens.ts';
 import { UserDirectory } from './identity/users.ts';
 import { Mailer } from './mail/mailer.ts';
 import { MemoryRateLimitStore } from './rate-limit/rate-limit-store.ts';
+import { OutboundHttp } from './outbound.ts';
+import { Vault } from './vault.ts';
 import type { RequestState } from './http/state.ts';
 import { createLogger } from './logger.ts';
 import { kernelMigrations } from './migrations/index.ts';
@@ -76,6 +78,8 @@ export class Kernel {
       has: (name) => this.registry.current.capabilities.has(name),
     };
     const rateLimitStore = new MemoryRateLimitStore();
+    const vault = new Vault(this.secrets.vaultKey);
+    const outbound = new OutboundHttp(settings.OUTBOUND_ALLOWED_HOSTS, settings.OUTBOUND_TIMEOUT_MS);
 
     const services: Record<string, (pluginId: string) => unknown> = {
       [kernelServices.config.id]: () => Object.freeze({ ...settings }),
@@ -90,6 +94,8 @@ export class Kernel {
       [kernelServices.tokens.id]: () => tokens,
       [kernelServices.sessions.id]: () => sessions,
       [kernelServices.capabilities.id]: () => capabilities,
+      [kernelServices.vault.id]: () => vault,
+      [kernelServices.outbound.id]: () => outbound,
     };
     const compile = createRouteCompiler({
       authenticator: new Authenticator(this.storage, this.jwt, tokens),

@@ -9,7 +9,7 @@ export type { Logger } from 'pino';
 const REDACTED_PATHS = [
   'password', '*.password', '*.*.password', 'new_password', '*.new_password', 'old_password', '*.old_password',
   'token', '*.token', 'secret', '*.secret', '*.*.secret', 'authorization', '*.authorization', '*.headers.authorization',
-  '*.headers["x-api-key"]', 'jwtSecret', 'patHashKey', 'config.*.password', 'config.*.token',
+  '*.headers["x-api-key"]', 'jwtSecret', 'patHashKey', 'vaultKey', 'config.*.password', 'config.*.token',
 ];
 
 export function createLogger(level: string, destination?: pino.DestinationStream): Logger {

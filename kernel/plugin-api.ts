@@ -15,6 +15,8 @@ import type { SessionService } from './identity/sessions.ts';
 import type { PersonalAccessTokens } from './identity/tokens.ts';
 import type { UserDirectory } from './identity/users.ts';
 import type { Mailer } from './mail/mailer.ts';
+import type { OutboundHttp } from './outbound.ts';
+import type { Vault } from './vault.ts';
 
 /** A typed token naming a kernel service; the phantom member carries the service's type. */
 export interface ServiceRef<T> {
@@ -64,6 +66,10 @@ export const kernelServices = {
   groups: serviceRef<GroupDirectory>('kernel.groups'),
   tokens: serviceRef<PersonalAccessTokens>('kernel.tokens'),
   sessions: serviceRef<SessionService>('kernel.sessions'),
+  /** Encrypts secrets at rest (connector passwords and tokens). */
+  vault: serviceRef<Vault>('kernel.vault'),
+  /** HTTP calls to the outside, refusing private, loopback and link-local targets unless allowed. */
+  outbound: serviceRef<OutboundHttp>('kernel.outbound'),
   /** Capability names every loaded plugin defines, with their role baselines. */
   capabilities: serviceRef<CapabilityCatalog>('kernel.capabilities'),
 };
@@ -160,3 +166,4 @@ export * as identitySchemas from './identity/schemas.ts';
 export { toPublicUser, type UserRow, type PublicUser } from './identity/users.ts';
 export { assertStrongPassword } from './identity/password-policy.ts';
 export { randomPassword } from './auth/password.ts';
+export { OutboundFailedError, OutboundRefusedError, type OutboundResponse } from './outbound.ts';

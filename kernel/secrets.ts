@@ -6,6 +6,8 @@ import type { Settings } from './config.ts';
 export interface KernelSecrets {
   jwtSecret: string;
   patHashKey: string;
+  /** Key of the vault that encrypts secrets at rest (connector passwords and tokens). */
+  vaultKey: string;
 }
 
 const FILE = 'secrets.json';
@@ -25,7 +27,11 @@ export function resolveSecrets(settings: Settings): KernelSecrets {
     generated[key] = crypto.randomBytes(48).toString('base64url');
     return generated[key]!;
   };
-  const secrets = { jwtSecret: pick(settings.JWT_SECRET, 'jwtSecret'), patHashKey: pick(settings.PAT_HASH_KEY, 'patHashKey') };
+  const secrets = {
+    jwtSecret: pick(settings.JWT_SECRET, 'jwtSecret'),
+    patHashKey: pick(settings.PAT_HASH_KEY, 'patHashKey'),
+    vaultKey: pick(settings.VAULT_KEY, 'vaultKey'),
+  };
   if (Object.keys(generated).length > 0) {
     fs.mkdirSync(settings.DATA_DIR, { recursive: true });
     fs.writeFileSync(file, JSON.stringify({ ...stored, ...generated }, null, 2), { mode: 0o600 });

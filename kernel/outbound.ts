@@ -1,0 +1,117 @@
+import dns from 'node:dns';
+import http from 'node:http';
+import https from 'node:https';
+import net from 'node:net';
+
+/** The target is in a private, loopback or link-local range and not listed in OUTBOUND_ALLOWED_HOSTS. */
+export class OutboundRefusedError extends Error {}
+/** The target could not be reached (DNS, connection, timeout). */
+export class OutboundFailedError extends Error {}
+
+export interface OutboundResponse {
+  status: number;
+  contentType: string;
+  text: string;
+  /** The body parsed as JSON when it is JSON, else undefined. */
+  json: unknown;
+}
+
+const MAX_BODY_BYTES = 1024 * 1024;
+
+/** Ranges no outbound call may reach unless allowed: the machine itself and its private networks. */
+function privateRanges(): net.BlockList {
+  const list = new net.BlockList();
+  for (const [address, prefix] of [['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.168.0.0', 16], ['224.0.0.0', 4]] as const) {
+    list.addSubnet(address, prefix, 'ipv4');
+  }
+  for (const [address, prefix] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8]] as const) list.addSubnet(address, prefix, 'ipv6');
+  return list;
+}
+
+/**
+ * Outbound HTTP for connectors (spec §6: no retry). Every address a host name resolves to is
+ * checked in the connection's own DNS lookup, so a name cannot resolve to a public address when
+ * checked and to a private one when connected.
+ */
+export class OutboundHttp {
+  private readonly denied = privateRanges();
+  private readonly allowedAddresses = new net.BlockList();
+  private readonly allowedHosts = new Set<string>();
+
+  constructor(
+    allowed: readonly string[],
+    private readonly timeoutMs: number,
+  ) {
+    for (const entry of allowed) {
+      const [address, prefix] = entry.split('/');
+      const family = net.isIP(address);
+      if (family === 0) this.allowedHosts.add(entry.toLowerCase());
+      else if (prefix !== undefined) this.allowedAddresses.addSubnet(address, Number(prefix), family === 6 ? 'ipv6' : 'ipv4');
+      else this.allowedAddresses.addAddress(address, family === 6 ? 'ipv6' : 'ipv4');
+    }
+  }
+
+  /** Why an address may not be called, or null. */
+  private refusal(host: string, address: string): string | null {
+    const family: 'ipv4' | 'ipv6' = net.isIP(address) === 6 ? 'ipv6' : 'ipv4';
+    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1];
+    const [checked, checkedFamily] = mapped ? [mapped, 'ipv4' as const] : [address, family];
+    if (!this.denied.check(checked, checkedFamily)) return null;
+    if (this.allowedHosts.has(host.toLowerCase()) || this.allowedAddresses.check(checked, checkedFamily)) return null;
+    return `${host} resolves to ${address}, a private, loopback or link-local address (allow it in OUTBOUND_ALLOWED_HOSTS)`;
+  }
+
+  async request(target: string, init: { method: string; headers?: Record<string, string>; body?: string }): Promise<OutboundResponse> {
+    let url: URL;
+    try {
+      url = new URL(target);
+    } catch {
+      throw new OutboundRefusedError(`${target} is not a URL`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new OutboundRefusedError(`only http and https targets are allowed, not ${url.protocol}`);
+    const host = url.hostname.replace(/^\[|\]$/g, '');
+    if (net.isIP(host)) {
+      const reason = this.refusal(host, host);
+      if (reason) throw new OutboundRefusedError(reason);
+    }
+    const lookup: net.LookupFunction = (hostname, options, callback) => {
+      dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
+        if (err) return callback(err, '', 0);
+        const list = addresses as dns.LookupAddress[];
+        const reason = list.map((a) => this.refusal(hostname, a.address)).find(Boolean);
+        if (reason) return callback(new OutboundRefusedError(reason), '', 0);
+        if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: dns.LookupAddress[]) => void)(null, list);
+        callback(null, list[0].address, list[0].family);
+      });
+    };
+    const client = url.protocol === 'https:' ? https : http;
+    return new Promise((resolve, reject) => {
+      const request = client.request(url, { method: init.method, headers: init.headers, lookup, timeout: this.timeoutMs }, (response) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        response.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > MAX_BODY_BYTES) request.destroy(new OutboundFailedError(`the answer of ${url.host} is larger than ${MAX_BODY_BYTES} bytes`));
+          else chunks.push(chunk);
+        });
+        response.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          const contentType = String(response.headers['content-type'] ?? '');
+          let json: unknown;
+          if (/json/.test(contentType)) {
+            try {
+              json = JSON.parse(text);
+            } catch {
+              json = undefined;
+            }
+          }
+          resolve({ status: response.statusCode ?? 0, contentType, text, json });
+        });
+      });
+      request.on('timeout', () => request.destroy(new OutboundFailedError(`${url.host} did not answer within ${this.timeoutMs} ms`)));
+      request.on('error', (err) => reject(err instanceof OutboundRefusedError || err instanceof OutboundFailedError ? err : new OutboundFailedError(`${url.host} could not be reached: ${err.message}`)));
+      if (init.body !== undefined) request.write(init.body);
+      request.end();
+    });
+  }
+}

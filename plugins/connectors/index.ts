@@ -1,0 +1,218 @@
+import { z } from 'zod';
+import {
+  definePlugin,
+  defineRoute,
+  HttpProblem,
+  identitySchemas as s,
+  kernelServices,
+  OutboundFailedError,
+  OutboundRefusedError,
+  problems,
+  reply,
+  type FieldError,
+} from '../../kernel/plugin-api.ts';
+import { ConnectorStore, SECRET_MASK, type ConnectorRow } from './connector-store.ts';
+import { connectorMigrations } from './migrations.ts';
+import { connectorTypes, type ConnectorType } from './public.ts';
+
+const connectorSchema = z
+  .object({
+    id: z.number().int(),
+    org_id: z.number().int(),
+    name: z.string(),
+    type: z.string(),
+    config: z.record(z.string(), z.unknown()).describe(`Secret fields answer ${SECRET_MASK}`),
+    created_at: z.string(),
+    updated_at: z.string(),
+  })
+  .meta({ id: 'Connector' });
+
+const typeSchema = z
+  .object({
+    type: z.string(),
+    description: z.string(),
+    plugin_id: z.string(),
+    config_schema: z.record(z.string(), z.unknown()),
+    secret_fields: z.array(z.string()),
+    actions: z.array(z.object({ name: z.string(), description: z.string(), args_schema: z.record(z.string(), z.unknown()) })),
+  })
+  .meta({ id: 'ConnectorType' });
+
+const fieldErrors = (error: z.ZodError, prefix: string): FieldError[] => error.issues.map((i) => ({ path: [prefix, ...i.path.map(String)].join('.'), message: i.message }));
+
+/** The `connectors` router: connectors of the organization, and the connector types plugins contribute. */
+export default definePlugin({
+  deps: { storage: kernelServices.storage, vault: kernelServices.vault, audit: kernelServices.audit },
+  migrations: connectorMigrations,
+  init: ({ storage, vault, audit }, ctx) => {
+    const types = new Map<string, { value: ConnectorType; pluginId: string }>();
+    ctx.provideExtensionPoint(connectorTypes, ({ value, pluginId }) => {
+      const entry = { value, pluginId };
+      types.set(value.type, entry);
+      return () => {
+        if (types.get(value.type) === entry) types.delete(value.type);
+      };
+    });
+    const store = new ConnectorStore(storage, vault);
+    const answer = (row: ConnectorRow) => ({ id: row.id, org_id: row.org_id, name: row.name, type: row.type, config: store.mask(row.config), created_at: row.created_at, updated_at: row.updated_at });
+    const typeOf = (row: ConnectorRow) => {
+      const type = types.get(row.type)?.value;
+      if (!type) throw problems.conflict(`connector type "${row.type}" is not loaded on this server`);
+      return type;
+    };
+    /** Validates a config; a secret left as the mask keeps its stored value. */
+    const validConfig = (type: ConnectorType, config: Record<string, unknown>, previous?: Record<string, unknown>) => {
+      const merged = Object.fromEntries(Object.entries(config).map(([k, v]) => [k, v === SECRET_MASK && previous?.[k] !== undefined ? previous[k] : v]));
+      const opened = store.open(merged);
+      const parsed = type.config.safeParse(opened);
+      if (!parsed.success) throw problems.badRequest(`invalid config for ${type.type}: ${parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`).join('; ')}`, fieldErrors(parsed.error, 'body.config'));
+      return store.seal(parsed.data as Record<string, unknown>, type.secretFields);
+    };
+    const base = { security: 'bearer', orgScoped: true } as const;
+    const idParams = s.idParam('id');
+
+    return {
+      routes: [
+        defineRoute({
+          ...base,
+          method: 'get',
+          path: '/types',
+          summary: 'Connector types of the loaded connector plugins, with their config and action schemas',
+          capability: 'connectors.read',
+          responses: { 200: { description: 'Types', schema: z.array(typeSchema) } },
+          handler: () =>
+            [...types.values()]
+              .map(({ value, pluginId }) => ({
+                type: value.type,
+                description: value.description,
+                plugin_id: pluginId,
+                config_schema: z.toJSONSchema(value.config) as Record<string, unknown>,
+                secret_fields: value.secretFields,
+                actions: Object.entries(value.actions).map(([name, action]) => ({ name, description: action.description, args_schema: z.toJSONSchema(action.args) as Record<string, unknown> })),
+              }))
+              .sort((a, b) => a.type.localeCompare(b.type)),
+        }),
+        defineRoute({
+          ...base,
+          method: 'post',
+          path: '',
+          summary: 'Create a connector (secrets in its config are encrypted at rest and never answered)',
+          capability: 'connectors.manage',
+          request: { body: z.object({ name: z.string().trim().min(1).max(200), type: z.string().min(1), config: z.record(z.string(), z.unknown()) }) },
+          responses: { 201: { description: 'The connector', schema: connectorSchema } },
+          handler: async ({ body, orgId, principal }) => {
+            const type = types.get(body.type)?.value;
+            if (!type) throw problems.badRequest(`unknown connector type "${body.type}" (GET /api/connectors/types lists them)`, [{ path: 'body.type', message: 'unknown type' }]);
+            const row = await store.create(orgId!, { name: body.name, type: body.type, config: validConfig(type, body.config) }, principal!.userId);
+            await audit.record({ action: 'connector.create', targetType: 'connector', targetId: row.id, details: { name: row.name, type: row.type, config: store.mask(row.config) } });
+            return reply(201, answer(row));
+          },
+        }),
+        defineRoute({
+          ...base,
+          method: 'get',
+          path: '',
+          summary: 'Connectors of the current organization',
+          capability: 'connectors.read',
+          responses: { 200: { description: 'Connectors', schema: z.array(connectorSchema) } },
+          handler: async ({ orgId }) => (await store.list(orgId!)).map(answer),
+        }),
+        defineRoute({
+          ...base,
+          method: 'get',
+          path: '/{id}',
+          summary: 'One connector',
+          capability: 'connectors.read',
+          request: { params: idParams },
+          responses: { 200: { description: 'The connector', schema: connectorSchema } },
+          handler: async ({ params, orgId }) => answer(await store.get(orgId!, params.id as number)),
+        }),
+        defineRoute({
+          ...base,
+          method: 'patch',
+          path: '/{id}',
+          summary: 'Rename a connector or replace its config (a secret sent back as the mask is kept)',
+          capability: 'connectors.manage',
+          request: {
+            params: idParams,
+            body: z
+              .object({ name: z.string().trim().min(1).max(200).optional(), config: z.record(z.string(), z.unknown()).optional() })
+              .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
+          },
+          responses: { 200: { description: 'The connector', schema: connectorSchema } },
+          handler: async ({ params, body, orgId }) => {
+            const row = await store.get(orgId!, params.id as number);
+            const config = body.config ? validConfig(typeOf(row), body.config, row.config) : undefined;
+            const updated = await store.update(orgId!, row.id, { name: body.name, config });
+            await audit.record({ action: 'connector.update', targetType: 'connector', targetId: row.id, details: { changes: Object.keys(body), config: store.mask(updated.config) } });
+            return answer(updated);
+          },
+        }),
+        defineRoute({
+          ...base,
+          method: 'delete',
+          path: '/{id}',
+          summary: 'Delete a connector',
+          capability: 'connectors.manage',
+          request: { params: idParams },
+          responses: { 204: { description: 'Deleted' } },
+          handler: async ({ params, orgId }) => {
+            await store.remove(orgId!, params.id as number);
+            await audit.record({ action: 'connector.delete', targetType: 'connector', targetId: params.id as number });
+            return reply(204);
+          },
+        }),
+        defineRoute({
+          ...base,
+          method: 'post',
+          path: '/{id}/test',
+          summary: 'Check that the connector\u2019s peer answers',
+          capability: 'connectors.use',
+          request: { params: idParams },
+          responses: { 200: { description: 'The outcome', schema: z.object({ ok: z.boolean(), message: z.string() }) } },
+          handler: async ({ params, orgId }) => {
+            const row = await store.get(orgId!, params.id as number);
+            const type = typeOf(row);
+            if (!type.test) return { ok: true, message: `${type.type} has nothing to test` };
+            try {
+              return await type.test(store.open(row.config));
+            } catch (err) {
+              if (err instanceof OutboundRefusedError || err instanceof OutboundFailedError) return { ok: false, message: err.message };
+              throw err;
+            }
+          },
+        }),
+        defineRoute({
+          ...base,
+          method: 'post',
+          path: '/{id}/actions/{action}',
+          summary: 'Run an action of a connector (e.g. send_message); a failed remote call answers the remote status, without retry',
+          capability: 'connectors.use',
+          request: { params: z.object({ id: z.coerce.number().int().positive(), action: z.string().min(1) }), body: z.record(z.string(), z.unknown()) },
+          responses: { 200: { description: 'What the peer answered', schema: z.object({ result: z.unknown() }) } },
+          handler: async ({ params, body, orgId }) => {
+            const row = await store.get(orgId!, params.id);
+            const type = typeOf(row);
+            const action = type.actions[params.action];
+            if (!action) throw problems.notFound(`connector type ${type.type} has no action "${params.action}" (it has: ${Object.keys(type.actions).join(', ')})`);
+            const args = action.args.safeParse(body);
+            if (!args.success) throw problems.badRequest(`invalid arguments for ${params.action}`, fieldErrors(args.error, 'body'));
+            let result;
+            try {
+              result = await action.run({ config: store.open(row.config), args: args.data });
+            } catch (err) {
+              await audit.record({ action: 'connector.action', outcome: 'failure', targetType: 'connector', targetId: row.id, details: { action: params.action, reason: (err as Error).message } });
+              if (err instanceof OutboundRefusedError) throw problems.unprocessable(err.message);
+              if (err instanceof OutboundFailedError) throw new HttpProblem(502, err.message);
+              throw err;
+            }
+            const failed = result.status !== undefined && result.status >= 400;
+            await audit.record({ action: 'connector.action', outcome: failed ? 'failure' : 'success', targetType: 'connector', targetId: row.id, details: { action: params.action, remote_status: result.status ?? null } });
+            if (failed) throw new HttpProblem(result.status!, `the ${type.type} peer answered ${result.status}`, { title: 'Remote call failed' });
+            return { result: result.body };
+          },
+        }),
+      ],
+    };
+  },
+});

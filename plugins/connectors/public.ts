@@ -1,0 +1,31 @@
+/** The connectors plugin's public contract: how a connector-type plugin contributes its type. */
+import type { ZodObject, ZodType } from 'zod';
+import { extensionPoint } from '../../kernel/plugin-api.ts';
+
+/** What an action answers: the body for the caller, and the receiver's status when it failed. */
+export interface ActionResult {
+  body: unknown;
+  /** The remote status; 400 and above is answered to the caller as that status (spec §6: no retry). */
+  status?: number;
+}
+
+export interface ConnectorAction<A = any> {
+  description: string;
+  args: ZodType<A>;
+  run(input: { config: Record<string, unknown>; args: A }): Promise<ActionResult>;
+}
+
+export interface ConnectorType {
+  /** The `type` a connector names, e.g. `workflow_webhook`. */
+  type: string;
+  description: string;
+  /** Validates a connector's `config`; its JSON Schema is published by GET /api/connectors/types. */
+  config: ZodObject;
+  /** Top-level config fields that are secrets: encrypted at rest, never answered, never audited. */
+  secretFields: string[];
+  actions: Record<string, ConnectorAction>;
+  /** Checks that the configured peer answers. */
+  test?(config: Record<string, unknown>): Promise<{ ok: boolean; message: string }>;
+}
+
+export const connectorTypes = extensionPoint<ConnectorType>('connectors.types');
