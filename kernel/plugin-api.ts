@@ -161,7 +161,7 @@ export function isPluginDefinition(value: unknown): value is PluginDefinition {
 }
 
 export { defineRoute, reply, type RouteDefinition, type Principal } from './route.ts';
-export { HttpProblem, problems, type FieldError } from './problem.ts';
+export { fieldErrorsOf, HttpProblem, problems, type FieldError } from './problem.ts';
 export * as identitySchemas from './identity/schemas.ts';
 export { toPublicUser, type UserRow, type PublicUser } from './identity/users.ts';
 export { assertStrongPassword } from './identity/password-policy.ts';

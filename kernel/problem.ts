@@ -7,6 +7,11 @@ export interface FieldError {
   message: string;
 }
 
+/** Validation issues (zod's shape) as field errors under a location such as `body` or `query`. */
+export function fieldErrorsOf(issues: readonly { path: readonly PropertyKey[]; message: string }[], location: string): FieldError[] {
+  return issues.map((issue) => ({ path: [location, ...issue.path.map(String)].join('.'), message: issue.message }));
+}
+
 const PROBLEM_BRAND = Symbol.for('platform.http-problem');
 
 /**

@@ -5,7 +5,7 @@ import type { Authenticator, Identity } from '../auth/authenticator.ts';
 import { effectiveCapabilities } from '../auth/capabilities.ts';
 import type { Tenancy } from '../auth/tenancy.ts';
 import type { GroupDirectory } from '../identity/groups.ts';
-import { HttpProblem, problems, type FieldError } from '../problem.ts';
+import { fieldErrorsOf, HttpProblem, problems, type FieldError } from '../problem.ts';
 import type { RateLimitStore } from '../rate-limit/rate-limit-store.ts';
 import type { CapabilityInfo, MountedRoute, RouteCompiler } from '../registry/generation.ts';
 import { isReply, type Principal, type RouteDefinition } from '../route.ts';
@@ -100,9 +100,7 @@ function check(location: string, schema: ZodType | undefined, value: unknown, er
   if (!schema) return undefined;
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
-  for (const issue of parsed.error.issues) {
-    errors.push({ path: [location, ...issue.path.map(String)].join('.'), message: issue.message });
-  }
+  errors.push(...fieldErrorsOf(parsed.error.issues, location));
   return undefined;
 }
 

@@ -9,7 +9,7 @@ import {
   OutboundRefusedError,
   problems,
   reply,
-  type FieldError,
+  fieldErrorsOf,
 } from '../../kernel/plugin-api.ts';
 import { ConnectorStore, SECRET_MASK, type ConnectorRow } from './connector-store.ts';
 import { connectorMigrations } from './migrations.ts';
@@ -38,8 +38,6 @@ const typeSchema = z
   })
   .meta({ id: 'ConnectorType' });
 
-const fieldErrors = (error: z.ZodError, prefix: string): FieldError[] => error.issues.map((i) => ({ path: [prefix, ...i.path.map(String)].join('.'), message: i.message }));
-
 /** The `connectors` router: connectors of the organization, and the connector types plugins contribute. */
 export default definePlugin({
   deps: { storage: kernelServices.storage, vault: kernelServices.vault, audit: kernelServices.audit },
@@ -65,7 +63,7 @@ export default definePlugin({
       const merged = Object.fromEntries(Object.entries(config).map(([k, v]) => [k, v === SECRET_MASK && previous?.[k] !== undefined ? previous[k] : v]));
       const opened = store.open(merged);
       const parsed = type.config.safeParse(opened);
-      if (!parsed.success) throw problems.badRequest(`invalid config for ${type.type}: ${parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`).join('; ')}`, fieldErrors(parsed.error, 'body.config'));
+      if (!parsed.success) throw problems.badRequest(`invalid config for ${type.type}: ${parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`).join('; ')}`, fieldErrorsOf(parsed.error.issues, 'body.config'));
       return store.seal(parsed.data as Record<string, unknown>, type.secretFields);
     };
     const base = { security: 'bearer', orgScoped: true } as const;
@@ -196,7 +194,7 @@ export default definePlugin({
             const action = type.actions[params.action];
             if (!action) throw problems.notFound(`connector type ${type.type} has no action "${params.action}" (it has: ${Object.keys(type.actions).join(', ')})`);
             const args = action.args.safeParse(body);
-            if (!args.success) throw problems.badRequest(`invalid arguments for ${params.action}`, fieldErrors(args.error, 'body'));
+            if (!args.success) throw problems.badRequest(`invalid arguments for ${params.action}`, fieldErrorsOf(args.error.issues, 'body'));
             let result;
             try {
               result = await action.run({ config: store.open(row.config), args: args.data });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, reply, type FieldError, type Principal } from '../../kernel/plugin-api.ts';
+import { definePlugin, defineRoute, fieldErrorsOf, identitySchemas as s, kernelServices, problems, reply, type Principal } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import { datasetCatalog, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
 import { evaluate, PII_MASK, SAMPLE_ROWS, type Evaluation } from './evaluate.ts';
@@ -46,7 +46,7 @@ const NUMERIC_OR_TIME = ['integer', 'number', 'date', 'timestamp'];
 function checkDefinition(input: { type: string; params: unknown }, dataset: DatasetInfo): RuleDefinition {
   const parsed = ruleDefinition.safeParse(input);
   if (!parsed.success) {
-    const errors: FieldError[] = parsed.error.issues.map((i) => ({ path: ['body', ...i.path.map(String)].join('.'), message: i.message }));
+    const errors = fieldErrorsOf(parsed.error.issues, 'body');
     throw problems.badRequest(`invalid rule: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
   }
   const definition = parsed.data;

@@ -100,6 +100,7 @@ async function main() {
       NODE_ENV: 'production',
       JWT_SECRET: 'b'.repeat(40),
       PAT_HASH_KEY: 'c'.repeat(40),
+      VAULT_KEY: 'd'.repeat(40),
       ADMIN_PASSWORD: 'bench-password',
       // The load comes from one address: the per-address limits would measure themselves.
       AUTH_RATE_LIMIT_PER_SEC: '0',

@@ -47,7 +47,7 @@ describe('settings', () => {
 
   it('checks answers against their schemas except in production, unless told', () => {
     expect(loadSettings({}).VALIDATE_RESPONSES).toBe(true);
-    const production = { NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32), PAT_HASH_KEY: 'y'.repeat(32) };
+    const production = { NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32), PAT_HASH_KEY: 'y'.repeat(32), VAULT_KEY: 'z'.repeat(32) };
     expect(loadSettings(production).VALIDATE_RESPONSES).toBe(false);
     expect(loadSettings({ ...production, VALIDATE_RESPONSES: 'true' }).VALIDATE_RESPONSES).toBe(true);
   });
@@ -55,6 +55,7 @@ describe('settings', () => {
   it('requires the secrets in production', () => {
     expect(() => loadSettings({ NODE_ENV: 'production' })).toThrow('invalid setting JWT_SECRET: required when NODE_ENV=production');
     expect(() => loadSettings({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32) })).toThrow('invalid setting PAT_HASH_KEY');
+    expect(() => loadSettings({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32), PAT_HASH_KEY: 'y'.repeat(32) })).toThrow('invalid setting VAULT_KEY');
   });
 
   it('generates missing secrets once, 0600, and keeps them across restarts', () => {
@@ -63,7 +64,7 @@ describe('settings', () => {
     const file = path.join(temp.dir, 'secrets.json');
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);
     expect(first.jwtSecret.length).toBeGreaterThanOrEqual(32);
-    expect(first.jwtSecret).not.toBe(first.patHashKey);
+    expect(new Set([first.jwtSecret, first.patHashKey, first.vaultKey]).size).toBe(3);
     expect(resolveSecrets(settings)).toEqual(first);
   });
 
