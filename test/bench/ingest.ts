@@ -54,6 +54,37 @@ export function rawSqliteInsertSeconds(dir: string, rows = INGEST_ROWS): number 
   return seconds;
 }
 
+const AGGREGATE = 'select country, count(*) as n, avg(amount) as mean_amount, max(score) as top_score from {table} group by country order by country';
+const SQL_RUNS = 20;
+
+/**
+ * A simple aggregate through POST /api/sql against the same query run directly on the database
+ * file by better-sqlite3, one query at a time each: the milliseconds of a query, and their ratio.
+ */
+export async function sqlAggregate(base: string, token: string, databaseFile: string, table: string) {
+  const api = async () => {
+    const response = await fetch(`${base}/api/sql`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ sql: AGGREGATE.replace('{table}', 'bench_rows') }),
+    });
+    if (!response.ok) throw new Error(`POST /api/sql: ${response.status} ${await response.text()}`);
+    await response.json();
+  };
+  await api(); // warm-up
+  let started = performance.now();
+  for (let i = 0; i < SQL_RUNS; i += 1) await api();
+  const apiMs = (performance.now() - started) / SQL_RUNS;
+  const db = new Database(databaseFile, { readonly: true });
+  const statement = db.prepare(AGGREGATE.replace('{table}', `"${table}"`));
+  statement.all();
+  started = performance.now();
+  for (let i = 0; i < SQL_RUNS; i += 1) statement.all();
+  const directMs = (performance.now() - started) / SQL_RUNS;
+  db.close();
+  return { api_ms: Math.round(apiMs * 10) / 10, direct_ms: Math.round(directMs * 10) / 10, ratio_direct_vs_api: Math.round((directMs / apiMs) * 100) / 100 };
+}
+
 /** Peak resident set size of a process, from /proc (Linux). */
 export function peakRssMb(pid: number): number | null {
   try {

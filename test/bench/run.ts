@@ -14,7 +14,7 @@ import { loadSettings } from '../../kernel/config.ts';
 import { Kernel } from '../../kernel/kernel.ts';
 import { createLogger } from '../../kernel/logger.ts';
 import { REPO_ROOT, writeManifest } from '../harness/test-kernel.ts';
-import { INGEST_ROWS, peakRssMb, rawSqliteInsertSeconds, uploadCsv, writeCsv } from './ingest.ts';
+import { INGEST_ROWS, peakRssMb, rawSqliteInsertSeconds, sqlAggregate, uploadCsv, writeCsv } from './ingest.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -109,7 +109,7 @@ async function main() {
     /listening/,
   );
   const base = `http://127.0.0.1:${kernelPort}`;
-  let kernelRoute, meWithJwt, meWithPat, ingest, rowsPages;
+  let kernelRoute, meWithJwt, meWithPat, ingest, rowsPages, sqlQuery;
   try {
     kernelRoute = await load(`${base}/api/probe`);
     const { jwt, pat } = await credentials(base);
@@ -136,6 +136,7 @@ async function main() {
       server_peak_rss_mb_after: peakRssMb(kernelProcess.pid!),
     };
     rowsPages = await load(`${base}/api/datasets/${dataset.id}/rows?limit=100&sort=-amount&filter=country:eq:FR`, { authorization: `Bearer ${jwt}` });
+    sqlQuery = await sqlAggregate(base, jwt, path.join(work, 'data-load', 'platform.db'), `org_1__ds_${dataset.id}`);
   } finally {
     kernelProcess.kill('SIGTERM');
   }
@@ -169,6 +170,7 @@ async function main() {
     me_with_pat: meWithPat,
     ingest,
     rows_page_sorted_filtered: rowsPages,
+    sql_aggregate: sqlQuery,
     throughput_ratio_kernel_vs_koa: ratio(kernelRoute.requests_per_s, baseline.requests_per_s),
     throughput_ratio_me_jwt_vs_koa: ratio(meWithJwt.requests_per_s, baseline.requests_per_s),
     throughput_ratio_me_pat_vs_koa: ratio(meWithPat.requests_per_s, baseline.requests_per_s),
@@ -194,6 +196,7 @@ async function main() {
     'plugin reload (median ms)': { value: results.plugin_reload_ms.median },
     'plugin reload (max ms)': { value: results.plugin_reload_ms.max },
     'ingest API / raw driver (target ≥ 0.5)': { value: ingest.ratio_api_vs_raw },
+    [`POST /api/sql aggregate: ${sqlQuery.api_ms} ms, direct ${sqlQuery.direct_ms} ms`]: { value: sqlQuery.ratio_direct_vs_api },
     'server peak RSS before / after ingest (MB)': { value: `${ingest.server_peak_rss_mb_before} / ${ingest.server_peak_rss_mb_after}` },
   });
   const out = path.join(REPO_ROOT, 'test/bench/results/latest.json');
