@@ -61,6 +61,17 @@ export class OutboundHttp {
     return `${host} resolves to ${address}, a private, loopback or link-local address (allow it in OUTBOUND_ALLOWED_HOSTS)`;
   }
 
+  /**
+   * The addresses a host may be reached at, refusing a private, loopback or link-local one unless
+   * allowed: for connections that are not HTTP (databases). Connect to the answer, not the name.
+   */
+  async resolve(host: string): Promise<string[]> {
+    const addresses = net.isIP(host) ? [host] : (await dns.promises.lookup(host, { all: true })).map((a) => a.address);
+    const reason = addresses.map((address) => this.refusal(host, address)).find(Boolean);
+    if (reason) throw new OutboundRefusedError(reason);
+    return addresses;
+  }
+
   async request(target: string, init: { method: string; headers?: Record<string, string>; body?: string }): Promise<OutboundResponse> {
     let url: URL;
     try {

@@ -188,7 +188,7 @@ export default definePlugin({
           capability: 'connectors.use',
           request: { params: z.object({ id: z.coerce.number().int().positive(), action: z.string().min(1) }), body: z.record(z.string(), z.unknown()) },
           responses: { 200: { description: 'What the peer answered', schema: z.object({ result: z.unknown() }) } },
-          handler: async ({ params, body, orgId }) => {
+          handler: async ({ params, body, orgId, principal }) => {
             const row = await store.get(orgId!, params.id);
             const type = typeOf(row);
             const action = type.actions[params.action];
@@ -197,7 +197,7 @@ export default definePlugin({
             if (!args.success) throw problems.badRequest(`invalid arguments for ${params.action}`, fieldErrorsOf(args.error.issues, 'body'));
             let result;
             try {
-              result = await action.run({ config: store.open(row.config), args: args.data });
+              result = await action.run({ config: store.open(row.config), args: args.data, orgId: orgId!, principal: principal! });
             } catch (err) {
               await audit.record({ action: 'connector.action', outcome: 'failure', targetType: 'connector', targetId: row.id, details: { action: params.action, reason: (err as Error).message } });
               if (err instanceof OutboundRefusedError) throw problems.unprocessable(err.message);

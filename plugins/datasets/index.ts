@@ -21,10 +21,12 @@ export default definePlugin({
       return count ? `it holds ${count} dataset${count === 1 ? '' : 's'}; delete or move them first` : null;
     });
     const contracts = new ContractService(storage);
+    const loader = new DatasetLoader(storage, store);
     const policies = new RowPolicies(storage, groups);
     ctx.provideService(datasetCatalog, {
       get: (orgId, id) => store.get(orgId, id),
       findByNames: (orgId, names) => store.findByNames(orgId, names),
+      load: (dataset, columns, batches, mode) => loader.load(dataset as Dataset, columns, batches, mode),
       // The catalog hands out the datasets it read itself, which carry their table name.
       table: (dataset) => storage.dataTables.ref(dataset.org_id, (dataset as Dataset).table_name),
       seesPii,
@@ -33,7 +35,7 @@ export default definePlugin({
     });
     return {
       routes: [
-        ...datasetRoutes({ store, policies, loader: new DatasetLoader(storage, store), storage, audit, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT) }),
+        ...datasetRoutes({ store, policies, loader, storage, audit, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT) }),
         ...policyRoutes({ store, policies, audit }),
         ...contractRoutes({ store, contracts, audit }),
       ],

@@ -31,6 +31,11 @@ export interface DatasetCatalog {
   scope(principal: Principal, dataset: DatasetInfo): Promise<{ condition: RawBuilder<boolean> | null; key: string }>;
   /** Whether the caller sees the values of PII columns (`datasets.pii.read`). */
   seesPii(principal: Principal): boolean;
+  /**
+   * Loads typed rows into a dataset all or nothing (as an upload does): `replace` takes `columns` as
+   * the new schema, `append` needs the dataset's columns.
+   */
+  load(dataset: DatasetInfo, columns: { name: string; type: DataColumnType }[], batches: AsyncIterable<unknown[][]>, mode: 'append' | 'replace'): Promise<{ dataset: DatasetInfo; loaded: number }>;
   /** Turns a stored value back into its API value. */
   decode(type: DataColumnType, value: unknown): unknown;
 }

@@ -1,0 +1,93 @@
+import { z } from 'zod';
+import { definePlugin, kernelServices, problems } from '../../kernel/plugin-api.ts';
+import { connectorTypes } from '../connectors/public.ts';
+import { datasetCatalog } from '../datasets/public.ts';
+import { readQuery, withSource, type SourceConfig } from './source.ts';
+
+const identifier = z.string().regex(/^[A-Za-z_][A-Za-z0-9_$]*$/, 'must be a plain identifier');
+const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
+
+/**
+ * `postgresql`: a data connector to an external Postgres. `test`, `list_tables`, and `import` of a
+ * table or a read-only query into a dataset (streamed through a cursor, loaded all or nothing).
+ */
+export default definePlugin({
+  deps: { outbound: kernelServices.outbound, audit: kernelServices.audit },
+  init: ({ outbound, audit }, ctx) => {
+    const datasets = ctx.useService(datasetCatalog);
+    const open = async <T>(config: Record<string, unknown>, work: Parameters<typeof withSource<T>>[2]) => {
+      const source = config as unknown as SourceConfig;
+      const [address] = await outbound.resolve(source.host);
+      return withSource(source, address, work);
+    };
+    ctx.contribute(connectorTypes, {
+      type: 'postgresql',
+      description: 'Reads tables and queries of an external PostgreSQL database into datasets',
+      config: z
+        .object({
+          host: z.string().min(1).max(255),
+          port: z.number().int().min(1).max(65535).default(5432),
+          database: z.string().min(1).max(63),
+          user: z.string().min(1).max(63),
+          password: z.string().max(1024).optional(),
+          ssl: z.boolean().default(false),
+        })
+        .strict(),
+      secretFields: ['password'],
+      async test(config) {
+        const version = await open(config, async (client) => (await client.query('select version() as v')).rows[0].v as string);
+        return { ok: true, message: `connected: ${version.split(',')[0]}` };
+      },
+      actions: {
+        list_tables: {
+          description: 'Tables and views of the database (system schemas left out)',
+          args: z.object({}).strict(),
+          async run({ config }) {
+            const rows = await open(config, async (client) =>
+              (await client.query(`select table_schema as schema, table_name as name, table_type as kind from information_schema.tables
+                 where table_schema not in ('pg_catalog', 'information_schema') order by 1, 2`)).rows,
+            );
+            return { body: rows };
+          },
+        },
+        import: {
+          description: 'Import a table (schema.name) or a read-only query into a dataset of the organization',
+          args: z
+            .object({
+              dataset_id: z.number().int().positive(),
+              table: z.object({ schema: identifier.default('public'), name: identifier }).strict().optional(),
+              query: z.string().min(1).max(100_000).optional(),
+              mode: z.enum(['append', 'replace']).default('replace'),
+            })
+            .strict()
+            .refine((a) => (a.table === undefined) !== (a.query === undefined), 'give either table or query'),
+          async run({ config, args, orgId, principal }) {
+            if (!principal.capabilities.has('datasets.write')) throw problems.forbidden('importing into a dataset needs the capability "datasets.write"');
+            const dataset = await datasets.get(orgId, args.dataset_id);
+            const text = args.table ? `select * from ${quote(args.table.schema)}.${quote(args.table.name)}` : args.query!;
+            const result = await open(config, async (client) => {
+              let source;
+              try {
+                source = await readQuery(client, text);
+              } catch (err) {
+                throw problems.unprocessable(`the source refused the import: ${(err as Error).message}`, [{ path: args.table ? 'body.table' : 'body.query', message: (err as Error).message }]);
+              }
+              if (args.mode === 'append' && dataset.columns.length) {
+                const mismatch = source.columns.find((c) => dataset.columns.find((d) => d.name === c.name)?.type !== c.type);
+                if (mismatch) throw problems.unprocessable(`source column "${mismatch.name}" (${mismatch.type}) does not match a column of the dataset`, [{ path: 'body', message: `column ${mismatch.name}` }]);
+                const order = dataset.columns.map((d) => source.columns.findIndex((c) => c.name === d.name));
+                const reorder = async function* () {
+                  for await (const batch of source.batches) yield batch.map((row) => order.map((i) => (i === -1 ? null : row[i])));
+                };
+                return datasets.load(dataset, dataset.columns, reorder(), 'append');
+              }
+              return datasets.load(dataset, source.columns, source.batches, args.mode);
+            });
+            await audit.record({ action: 'dataset.data.load', targetType: 'dataset', targetId: dataset.id, details: { mode: args.mode, rows: result.loaded, format: 'postgresql' } });
+            return { body: { dataset_id: dataset.id, rows_loaded: result.loaded, version: result.dataset.version, columns: result.dataset.columns } };
+          },
+        },
+      },
+    });
+  },
+});

@@ -1,0 +1,94 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createScratchDatabase, DIALECTS, POSTGRES_URL, startTestKernel, tempDir, type TestKernel } from '../harness/index.ts';
+
+// The external source is always a real Postgres (the machine's); the platform runs on each adapter.
+describe.skipIf(!POSTGRES_URL).each(DIALECTS)('postgresql connector (%s)', (dialect) => {
+  let t: TestKernel;
+  let source: { url: string; drop(): Promise<void> };
+  let connectorId: number;
+  let datasetId: number;
+  const temp = tempDir();
+
+  beforeAll(async () => {
+    source = await createScratchDatabase('postgres', temp.dir);
+    const client = new pg.Client({ connectionString: source.url });
+    await client.connect();
+    await client.query(`create table customers (id bigint primary key, name text, balance numeric(10,2), active boolean, born date, seen timestamptz, tags jsonb)`);
+    await client.query(`insert into customers select i, 'customer ' || i, i * 1.5, i % 2 = 0, date '2000-01-01' + i, timestamptz '2024-01-01 00:00:00+00' + i * interval '1 hour', jsonb_build_object('n', i)
+      from generate_series(1, 2500) as i`);
+    await client.end();
+    t = await startTestKernel({ dialect, env: { OUTBOUND_ALLOWED_HOSTS: '127.0.0.1,localhost' } });
+    const url = new URL(source.url);
+    const created = await t.request('POST', '/api/connectors', {
+      body: {
+        name: 'warehouse',
+        type: 'postgresql',
+        config: { host: url.hostname || '127.0.0.1', port: Number(url.port || 5432), database: url.pathname.slice(1), user: decodeURIComponent(url.username) || 'postgres', password: 'unused-but-secret' },
+      },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect(created.body.config.password).toBe('********');
+    connectorId = created.body.id;
+    const project = await t.request('POST', '/api/projects', { body: { key: 'IMPORTS', name: 'Imports' } });
+    datasetId = (await t.request('POST', '/api/datasets', { body: { name: 'customers', project_id: project.body.id } })).body.id;
+  });
+  afterAll(async () => {
+    await t?.stop();
+    await source?.drop();
+    temp.remove();
+  });
+
+  const action = (name: string, body: unknown) => t.request('POST', `/api/connectors/${connectorId}/actions/${name}`, { body });
+
+  it('tests the connection and lists the tables', async () => {
+    expect((await t.request('POST', `/api/connectors/${connectorId}/test`)).body).toMatchObject({ ok: true, message: expect.stringMatching(/^connected: PostgreSQL/) });
+    const tables = await action('list_tables', {});
+    expect(tables.status).toBe(200);
+    expect(tables.body.result).toEqual([{ schema: 'public', name: 'customers', kind: 'BASE TABLE' }]);
+  });
+
+  it('imports a table into a dataset with typed columns', async () => {
+    const res = await action('import', { dataset_id: datasetId, table: { name: 'customers' } });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.result).toMatchObject({ dataset_id: datasetId, rows_loaded: 2500 });
+    expect(res.body.result.columns.map((c: { name: string; type: string }) => [c.name, c.type])).toEqual([
+      ['id', 'integer'],
+      ['name', 'string'],
+      ['balance', 'number'],
+      ['active', 'boolean'],
+      ['born', 'date'],
+      ['seen', 'timestamp'],
+      ['tags', 'json'],
+    ]);
+    const rows = await t.request('GET', `/api/datasets/${datasetId}/rows?filter=id:eq:3`);
+    expect(rows.body.rows).toEqual([{ id: 3, name: 'customer 3', balance: 4.5, active: false, born: '2000-01-04', seen: '2024-01-01T03:00:00.000Z', tags: { n: 3 } }]);
+  });
+
+  it('imports a query, appending, all or nothing', async () => {
+    const before = (await t.request('GET', `/api/datasets/${datasetId}`)).body;
+    const res = await action('import', { dataset_id: datasetId, query: 'select * from customers where id <= 10', mode: 'append' });
+    expect(res.body.result.rows_loaded).toBe(10);
+    expect((await t.request('GET', `/api/datasets/${datasetId}`)).body.row_count).toBe(before.row_count + 10);
+    const bad = await action('import', { dataset_id: datasetId, query: 'select id, name as nickname from customers', mode: 'append' });
+    expect(bad.status).toBe(422);
+    const broken = await action('import', { dataset_id: datasetId, query: 'select * from nowhere' });
+    expect(broken.status).toBe(422);
+    expect((await t.request('GET', `/api/datasets/${datasetId}`)).body.row_count).toBe(before.row_count + 10);
+  });
+
+  it('refuses what it should', async () => {
+    expect((await action('import', { dataset_id: datasetId })).status).toBe(400);
+    expect((await action('import', { dataset_id: datasetId, table: { name: 'x; drop table customers' } })).status).toBe(400);
+    expect((await action('import', { dataset_id: 99_999, table: { name: 'customers' } })).status).toBe(404);
+    // The source session is read-only: a writing "query" changes nothing there.
+    expect((await action('import', { dataset_id: datasetId, query: 'delete from customers returning *' })).status).toBe(422);
+    const client = new pg.Client({ connectionString: source.url });
+    await client.connect();
+    expect((await client.query('select count(*)::int as n from customers')).rows[0].n).toBe(2500);
+    await client.end();
+    // A viewer may not import; a private address is refused without OUTBOUND_ALLOWED_HOSTS.
+    const viewer = (await t.userToken('viewer')).token;
+    expect((await t.request('POST', `/api/connectors/${connectorId}/actions/import`, { token: viewer, body: { dataset_id: datasetId, table: { name: 'customers' } } })).status).toBe(403);
+  });
+});
