@@ -1,7 +1,9 @@
 import type pg from 'pg';
+import type { DataColumnType } from './data-tables.ts';
 import { QueryRejectedError, QueryTimeoutError, type ReadOnlyQuery, type ReadOnlyResult } from './read-only-query.ts';
 
-const TYPES: Record<number, string> = {
+/** Postgres type ids → the platform's column types; any other type reads as text (`string`). */
+export const POSTGRES_COLUMN_TYPES: Readonly<Record<number, DataColumnType>> = {
   16: 'boolean',
   20: 'integer',
   21: 'integer',
@@ -9,9 +11,6 @@ const TYPES: Record<number, string> = {
   700: 'number',
   701: 'number',
   1700: 'number',
-  25: 'string',
-  1043: 'string',
-  1042: 'string',
   1082: 'date',
   1114: 'timestamp',
   1184: 'timestamp',
@@ -31,7 +30,7 @@ export async function runPostgresReadOnly(pool: pg.Pool, query: ReadOnlyQuery): 
     const result = await client.query({ text: `select * from (${query.sql}) as governed_query limit ${query.limit + 1}`, values: query.params, rowMode: 'array' });
     const truncated = result.rows.length > query.limit;
     return {
-      columns: result.fields.map((f) => ({ name: f.name, type: TYPES[f.dataTypeID] ?? 'string' })),
+      columns: result.fields.map((f) => ({ name: f.name, type: POSTGRES_COLUMN_TYPES[f.dataTypeID] ?? 'string' })),
       rows: truncated ? result.rows.slice(0, query.limit) : result.rows,
       truncated,
     };

@@ -1,22 +1,6 @@
 import pg from 'pg';
 import { OutboundFailedError } from '../../kernel/plugin-api.ts';
-import type { DataColumnType } from '../../storage/index.ts';
-
-/** Postgres type ids → dataset column types; anything else is read as text. */
-const TYPES: Record<number, DataColumnType> = {
-  16: 'boolean',
-  20: 'integer',
-  21: 'integer',
-  23: 'integer',
-  700: 'number',
-  701: 'number',
-  1700: 'number',
-  1082: 'date',
-  1114: 'timestamp',
-  1184: 'timestamp',
-  114: 'json',
-  3802: 'json',
-};
+import { POSTGRES_COLUMN_TYPES, type DataColumnType } from '../../storage/index.ts';
 
 const BATCH_ROWS = 1000;
 
@@ -73,7 +57,7 @@ export async function withSource<T>(config: SourceConfig, address: string, work:
 export async function readQuery(client: pg.Client, text: string): Promise<{ columns: { name: string; type: DataColumnType }[]; batches: AsyncIterable<unknown[][]> }> {
   await client.query(`declare import_cursor no scroll cursor for ${text}`);
   const first = await client.query({ text: `fetch ${BATCH_ROWS} from import_cursor`, rowMode: 'array' });
-  const columns = first.fields.map((f) => ({ name: f.name, type: TYPES[f.dataTypeID] ?? ('string' as const) }));
+  const columns = first.fields.map((f) => ({ name: f.name, type: POSTGRES_COLUMN_TYPES[f.dataTypeID] ?? ('string' as const) }));
   const toRows = (rows: unknown[][]) => rows.map((row) => row.map((value, i) => convert(columns[i].type, value)));
   async function* batches() {
     let page = first;
