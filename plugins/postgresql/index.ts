@@ -4,6 +4,21 @@ import { connectorTypes } from '../connectors/public.ts';
 import { datasetCatalog } from '../datasets/public.ts';
 import { readQuery, withSource, type SourceConfig } from './source.ts';
 
+/** The connection fields, from the URL when the connector was configured with one. */
+function sourceConfig(config: Record<string, unknown>): SourceConfig {
+  if (typeof config.url !== 'string') return config as unknown as SourceConfig;
+  const url = new URL(config.url);
+  const ssl = url.searchParams.get('sslmode');
+  return {
+    host: url.hostname,
+    port: Number(url.port || 5432),
+    database: decodeURIComponent(url.pathname.slice(1)),
+    user: decodeURIComponent(url.username),
+    password: url.password ? decodeURIComponent(url.password) : undefined,
+    ssl: ssl !== null && ssl !== 'disable' ? true : Boolean(config.ssl),
+  };
+}
+
 const identifier = z.string().regex(/^[A-Za-z_][A-Za-z0-9_$]*$/, 'must be a plain identifier');
 const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
@@ -16,7 +31,7 @@ export default definePlugin({
   init: ({ outbound, audit }, ctx) => {
     const datasets = ctx.useService(datasetCatalog);
     const open = async <T>(config: Record<string, unknown>, work: Parameters<typeof withSource<T>>[2]) => {
-      const source = config as unknown as SourceConfig;
+      const source = sourceConfig(config);
       const [address] = await outbound.resolve(source.host);
       return withSource(source, address, work);
     };
@@ -25,15 +40,21 @@ export default definePlugin({
       description: 'Reads tables and queries of an external PostgreSQL database into datasets',
       config: z
         .object({
-          host: z.string().min(1).max(255),
+          url: z.string().regex(/^postgres(ql)?:\/\/[^/]+\/[^/?]+/, 'must be a postgres://user:password@host:port/database URL').optional(),
+          host: z.string().min(1).max(255).optional(),
           port: z.number().int().min(1).max(65535).default(5432),
-          database: z.string().min(1).max(63),
-          user: z.string().min(1).max(63),
+          database: z.string().min(1).max(63).optional(),
+          user: z.string().min(1).max(63).optional(),
           password: z.string().max(1024).optional(),
           ssl: z.boolean().default(false),
         })
-        .strict(),
-      secretFields: ['password'],
+        .strict()
+        .refine((c) => (c.url !== undefined) !== (c.host !== undefined && c.database !== undefined && c.user !== undefined), {
+          message: 'give either url, or host, database and user',
+          path: ['url'],
+        }),
+      // The URL may carry the password.
+      secretFields: ['password', 'url'],
       async test(config) {
         const version = await open(config, async (client) => (await client.query('select version() as v')).rows[0].v as string);
         return { ok: true, message: `connected: ${version.split(',')[0]}` };

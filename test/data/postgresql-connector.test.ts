@@ -77,6 +77,17 @@ describe.skipIf(!POSTGRES_URL).each(DIALECTS)('postgresql connector (%s)', (dial
     expect((await t.request('GET', `/api/datasets/${datasetId}`)).body.row_count).toBe(before.row_count + 10);
   });
 
+  it('also takes a connection URL, kept secret like a password', async () => {
+    const byUrl = await t.request('POST', '/api/connectors', { body: { name: 'warehouse-url', type: 'postgresql', config: { url: source.url } } });
+    expect(byUrl.status, JSON.stringify(byUrl.body)).toBe(201);
+    expect(byUrl.body.config.url).toBe('********');
+    expect((await t.request('POST', `/api/connectors/${byUrl.body.id}/test`)).body.ok).toBe(true);
+    const both = await t.request('POST', '/api/connectors', { body: { name: 'both', type: 'postgresql', config: { url: source.url, host: '127.0.0.1', database: 'x', user: 'y' } } });
+    expect(both.status).toBe(400);
+    const neither = await t.request('POST', '/api/connectors', { body: { name: 'neither', type: 'postgresql', config: { port: 5432 } } });
+    expect(neither.body.errors[0].path).toBe('body.config.url');
+  });
+
   it('refuses what it should', async () => {
     expect((await action('import', { dataset_id: datasetId })).status).toBe(400);
     expect((await action('import', { dataset_id: datasetId, table: { name: 'x; drop table customers' } })).status).toBe(400);
