@@ -1,3 +1,7 @@
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type pg from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
 import { sql } from 'kysely';
 import { ROW_ID, batchSize, inlineParameters, insertStatement, sqlLiteral, type DataColumnType, type DataTables } from './data-tables.ts';
 
@@ -13,8 +17,23 @@ const POSTGRES_TYPES: Record<DataColumnType, string> = {
 
 const schema = (orgId: number) => `org_${orgId}`;
 
-/** Postgres: a schema per organization. */
-export const postgresDataTables: DataTables = {
+/** A value as a field of COPY's CSV format: NULL unquoted and empty, every text quoted, JSON as its text. */
+function copyField(type: DataColumnType, value: unknown): string {
+  if (value === null || value === undefined) return '';
+  if (type === 'json') return `"${JSON.stringify(value).replace(/"/g, '""')}"`;
+  if (typeof value === 'boolean') return value ? 't' : 'f';
+  if (typeof value === 'number') return String(value);
+  return `"${String(value).replace(/"/g, '""')}"`;
+}
+
+const quoteIdentifier = (name: string) => `"${name.replace(/"/g, '""')}"`;
+
+/**
+ * Postgres: a schema per organization. Rows are loaded with COPY FROM STDIN on a connection of
+ * their own (the fastest way into Postgres); inside a transaction, where that connection would not
+ * see the transaction's tables, multi-row INSERTs are used instead.
+ */
+export const createPostgresDataTables = (pool: pg.Pool): DataTables => ({
   maxParameters: 65_000,
   ref: (orgId, table) => sql.id(schema(orgId), table),
   async ensureNamespace(db, orgId) {
@@ -32,6 +51,17 @@ export const postgresDataTables: DataTables = {
     await sql`alter table ${sql.id(schema(orgId), from)} rename to ${sql.id(to)}`.execute(db);
   },
   async insert(db, orgId, table, columns, rows) {
+    if (!db.isTransaction) {
+      const client = await pool.connect();
+      try {
+        const target = `${quoteIdentifier(schema(orgId))}.${quoteIdentifier(table)} (${columns.map((c) => quoteIdentifier(c.name)).join(', ')})`;
+        const lines = rows.map((row) => `${row.map((value, i) => copyField(columns[i].type, value)).join(',')}\n`);
+        await pipeline(Readable.from(lines), client.query(copyFrom(`copy ${target} from stdin with (format csv)`)));
+      } finally {
+        client.release();
+      }
+      return;
+    }
     const size = batchSize(columns.length, this.maxParameters);
     // Parameters arrive as text; the casts let Postgres parse them into the column's type.
     const cast = (type: DataColumnType, value: unknown) =>
@@ -49,4 +79,4 @@ export const postgresDataTables: DataTables = {
   decode(_type, value) {
     return value === undefined ? null : value;
   },
-};
+});

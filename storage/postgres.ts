@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { Kysely, PostgresDialect, sql, type CreateTableBuilder } from 'kysely';
-import { postgresDataTables } from './data-tables-postgres.ts';
+import { createPostgresDataTables } from './data-tables-postgres.ts';
 import { runPostgresReadOnly } from './postgres-read-only.ts';
 import type { Storage, TableSnapshot } from './types.ts';
 
@@ -43,7 +43,7 @@ export function openPostgresStorage(connectionString: string, poolSize = 10): St
   return {
     db,
     description: redactUrl(connectionString),
-    dataTables: postgresDataTables,
+    dataTables: createPostgresDataTables(pool),
     types: { json: 'jsonb', timestamp: 'timestamptz', text: 'text', integer: 'integer', bigint: 'bigint', boolean: 'boolean', double: 'double precision' },
     addIdColumn<TB extends string, C extends string>(table: CreateTableBuilder<TB, C>, name = 'id') {
       return table.addColumn(name, 'integer', (col) => col.primaryKey().generatedByDefaultAsIdentity()) as CreateTableBuilder<TB, C>;

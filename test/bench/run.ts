@@ -14,7 +14,8 @@ import { loadSettings } from '../../kernel/config.ts';
 import { Kernel } from '../../kernel/kernel.ts';
 import { createLogger } from '../../kernel/logger.ts';
 import { REPO_ROOT, writeManifest } from '../harness/test-kernel.ts';
-import { INGEST_ROWS, peakRssMb, rawSqliteInsertSeconds, sqlAggregate, uploadCsv, writeCsv } from './ingest.ts';
+import { INGEST_ROWS, peakRssMb, rawPostgresCopySeconds, rawSqliteInsertSeconds, sqlAggregate, uploadCsv, writeCsv } from './ingest.ts';
+import { createScratchDatabase } from '../harness/scratch-database.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -50,6 +51,49 @@ async function load(url: string, headers: Record<string, string> = {}) {
   const result = await autocannon({ url, headers, connections: CONNECTIONS, duration: DURATION_S });
   if (result.non2xx || result.errors) throw new Error(`${url}: ${result.non2xx} non-2xx answers, ${result.errors} errors`);
   return { requests_per_s: Math.round(result.requests.average), latency_p50_ms: result.latency.p50, latency_p99_ms: result.latency.p99 };
+}
+
+/** A kernel on a scratch Postgres database: the CSV through the API, against COPY of pre-parsed rows. */
+async function ingestOnPostgres(work: string, csv: string, manifests: string) {
+  const database = await createScratchDatabase('postgres', work);
+  const port = await freePort();
+  const server = await startProcess(
+    ['kernel/main.ts'],
+    {
+      PORT: String(port),
+      DATABASE_URL: database.url,
+      DATA_DIR: path.join(work, 'data-postgres'),
+      MANIFESTS_DIR: manifests,
+      LOG_LEVEL: 'silent',
+      NODE_ENV: 'production',
+      JWT_SECRET: 'b'.repeat(40),
+      PAT_HASH_KEY: 'c'.repeat(40),
+      VAULT_KEY: 'd'.repeat(40),
+      ADMIN_PASSWORD: 'bench-password',
+      AUTH_RATE_LIMIT_PER_SEC: '0',
+      API_RATE_LIMIT_PER_SEC: '0',
+    },
+    /listening/,
+  );
+  try {
+    const base = `http://127.0.0.1:${port}`;
+    const { jwt } = await credentials(base);
+    const project = await post(base, '/api/projects', { key: 'BENCH', name: 'Bench' }, jwt);
+    const dataset = await post(base, '/api/datasets', { name: 'bench_rows', project_id: project.id }, jwt);
+    const upload = await uploadCsv(base, jwt, Number(dataset.id), csv);
+    const copy = await rawPostgresCopySeconds(database.url);
+    return {
+      rows: upload.rows,
+      api_seconds: Math.round(upload.seconds * 100) / 100,
+      copy_seconds: Math.round(copy * 100) / 100,
+      ratio_api_vs_copy: ratio(copy, upload.seconds),
+      server_peak_rss_mb: peakRssMb(server.pid!),
+    };
+  } finally {
+    server.kill('SIGTERM');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await database.drop();
+  }
 }
 
 async function post(base: string, route: string, body: unknown, token?: string) {
@@ -147,6 +191,9 @@ async function main() {
     kernelProcess.kill('SIGTERM');
   }
 
+  // The same ingest on Postgres, against COPY FROM STDIN, when a server is at hand.
+  const postgresIngest = process.env.TEST_DATABASE_URL ? await ingestOnPostgres(work, path.join(work, 'ingest.csv'), manifests) : null;
+
   // Start-up and reload, in process, on a fresh SQLite database each time.
   const startups: number[] = [];
   const reloads: number[] = [];
@@ -177,6 +224,7 @@ async function main() {
     ingest,
     rows_page_sorted_filtered: rowsPages,
     sql_aggregate: sqlQuery,
+    ingest_postgres: postgresIngest,
     throughput_ratio_kernel_vs_koa: ratio(kernelRoute.requests_per_s, baseline.requests_per_s),
     throughput_ratio_me_jwt_vs_koa: ratio(meWithJwt.requests_per_s, baseline.requests_per_s),
     throughput_ratio_me_pat_vs_koa: ratio(meWithPat.requests_per_s, baseline.requests_per_s),
@@ -203,6 +251,9 @@ async function main() {
     'plugin reload (max ms)': { value: results.plugin_reload_ms.max },
     'ingest API / raw driver (target ≥ 0.5)': { value: ingest.ratio_api_vs_raw },
     [`POST /api/sql aggregate: ${sqlQuery.api_ms} ms, direct ${sqlQuery.direct_ms} ms`]: { value: sqlQuery.ratio_direct_vs_api },
+    ...(postgresIngest
+      ? { [`Postgres ingest: API ${postgresIngest.api_seconds} s, COPY ${postgresIngest.copy_seconds} s (target ≥ 0.5)`]: { value: postgresIngest.ratio_api_vs_copy } }
+      : {}),
     'server peak RSS: before / after ¼ file / after full file (MB)': {
       value: `${ingest.server_peak_rss_mb_before} / ${ingest.server_peak_rss_mb_after_quarter_file} / ${ingest.server_peak_rss_mb_after_full_file}`,
     },
