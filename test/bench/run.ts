@@ -53,26 +53,29 @@ async function load(url: string, headers: Record<string, string> = {}) {
   return { requests_per_s: Math.round(result.requests.average), latency_p50_ms: result.latency.p50, latency_p99_ms: result.latency.p99 };
 }
 
+/** Settings of a benchmarked kernel process: production mode, silent, no per-address limits. */
+function kernelEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  return {
+    LOG_LEVEL: 'silent',
+    NODE_ENV: 'production',
+    JWT_SECRET: 'b'.repeat(40),
+    PAT_HASH_KEY: 'c'.repeat(40),
+    VAULT_KEY: 'd'.repeat(40),
+    ADMIN_PASSWORD: 'bench-password',
+    // The load comes from one address: the per-address limits would measure themselves.
+    AUTH_RATE_LIMIT_PER_SEC: '0',
+    API_RATE_LIMIT_PER_SEC: '0',
+    ...extra,
+  };
+}
+
 /** A kernel on a scratch Postgres database: the CSV through the API, against COPY of pre-parsed rows. */
 async function ingestOnPostgres(work: string, csv: string, manifests: string) {
   const database = await createScratchDatabase('postgres', work);
   const port = await freePort();
   const server = await startProcess(
     ['kernel/main.ts'],
-    {
-      PORT: String(port),
-      DATABASE_URL: database.url,
-      DATA_DIR: path.join(work, 'data-postgres'),
-      MANIFESTS_DIR: manifests,
-      LOG_LEVEL: 'silent',
-      NODE_ENV: 'production',
-      JWT_SECRET: 'b'.repeat(40),
-      PAT_HASH_KEY: 'c'.repeat(40),
-      VAULT_KEY: 'd'.repeat(40),
-      ADMIN_PASSWORD: 'bench-password',
-      AUTH_RATE_LIMIT_PER_SEC: '0',
-      API_RATE_LIMIT_PER_SEC: '0',
-    },
+    kernelEnv({ PORT: String(port), DATABASE_URL: database.url, DATA_DIR: path.join(work, 'data-postgres'), MANIFESTS_DIR: manifests }),
     /listening/,
   );
   try {
@@ -134,24 +137,7 @@ async function main() {
   const koa = await startProcess(['test/bench/hello-koa.ts', String(koaPort)], {}, /ready/);
   const baseline = await load(`http://127.0.0.1:${koaPort}/`).finally(() => koa.kill('SIGTERM'));
   const kernelPort = await freePort();
-  const kernelProcess = await startProcess(
-    ['kernel/main.ts'],
-    {
-      PORT: String(kernelPort),
-      DATA_DIR: path.join(work, 'data-load'),
-      MANIFESTS_DIR: manifests,
-      LOG_LEVEL: 'silent',
-      NODE_ENV: 'production',
-      JWT_SECRET: 'b'.repeat(40),
-      PAT_HASH_KEY: 'c'.repeat(40),
-      VAULT_KEY: 'd'.repeat(40),
-      ADMIN_PASSWORD: 'bench-password',
-      // The load comes from one address: the per-address limits would measure themselves.
-      AUTH_RATE_LIMIT_PER_SEC: '0',
-      API_RATE_LIMIT_PER_SEC: '0',
-    },
-    /listening/,
-  );
+  const kernelProcess = await startProcess(['kernel/main.ts'], kernelEnv({ PORT: String(kernelPort), DATA_DIR: path.join(work, 'data-load'), MANIFESTS_DIR: manifests }), /listening/);
   const base = `http://127.0.0.1:${kernelPort}`;
   let kernelRoute, meWithJwt, meWithPat, ingest, rowsPages, sqlQuery;
   try {
