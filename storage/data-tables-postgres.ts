@@ -3,7 +3,7 @@ import { pipeline } from 'node:stream/promises';
 import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { sql } from 'kysely';
-import { ROW_ID, batchSize, inlineParameters, insertStatement, sqlLiteral, type DataColumnType, type DataTables } from './data-tables.ts';
+import { ROW_ID, batchSize, inlineParameters, insertStatement, quoteIdentifier, sqlLiteral, type DataColumnType, type DataTables } from './data-tables.ts';
 
 const POSTGRES_TYPES: Record<DataColumnType, string> = {
   string: 'text',
@@ -25,8 +25,6 @@ function copyField(type: DataColumnType, value: unknown): string {
   if (typeof value === 'number') return String(value);
   return `"${String(value).replace(/"/g, '""')}"`;
 }
-
-const quoteIdentifier = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
 /**
  * Postgres: a schema per organization. Rows are loaded with COPY FROM STDIN on a connection of

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { sql } from 'kysely';
-import { ROW_ID, inlineParameters, sqlLiteral, type DataColumn, type DataColumnType, type DataTables } from './data-tables.ts';
+import { ROW_ID, inlineParameters, quoteIdentifier as quote, sqlLiteral, type DataColumn, type DataColumnType, type DataTables } from './data-tables.ts';
 
 const SQLITE_TYPES: Record<DataColumnType, string> = {
   string: 'text',
@@ -13,8 +13,6 @@ const SQLITE_TYPES: Record<DataColumnType, string> = {
 };
 
 const physical = (orgId: number, table: string) => `org_${orgId}__${table}`;
-
-const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
 /**
  * SQLite: one file, so an organization's tables share a name prefix instead of a schema. Rows are

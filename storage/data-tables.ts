@@ -40,6 +40,11 @@ export interface DataTables {
   readonly maxParameters: number;
 }
 
+/** An identifier quoted for SQL text (both dialects quote with double quotes). */
+export function quoteIdentifier(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
+
 /** Rows per INSERT statement for `columns` columns under a dialect's parameter limit. */
 export function batchSize(columns: number, maxParameters: number): number {
   return Math.max(1, Math.min(1000, Math.floor(maxParameters / Math.max(1, columns))));

@@ -7,7 +7,7 @@ export type { Storage, TableSnapshot, PortableColumnTypes } from './types.ts';
 export { containsText } from './text-search.ts';
 export { POSTGRES_COLUMN_TYPES } from './postgres-read-only.ts';
 export { QueryRejectedError, QueryTimeoutError, type ReadOnlyQuery, type ReadOnlyResult } from './read-only-query.ts';
-export { DATA_COLUMN_TYPES, ROW_ID, type DataColumn, type DataColumnType, type DataTables } from './data-tables.ts';
+export { DATA_COLUMN_TYPES, quoteIdentifier, ROW_ID, type DataColumn, type DataColumnType, type DataTables } from './data-tables.ts';
 export { Migrator, type Migration, type MigrationContext, type MigrationSource, type MigrationStep } from './migrator.ts';
 
 /**

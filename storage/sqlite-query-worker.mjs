@@ -3,16 +3,11 @@
 // and every statement must be one better-sqlite3 itself calls read-only.
 import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
+import { registerRegexp } from './sqlite-regexp.mjs';
 
 const db = new Database(workerData.file, { readonly: true, fileMustExist: true });
 db.pragma('busy_timeout = 5000');
-const compiled = new Map();
-db.function('regexp', { deterministic: true }, (pattern, value) => {
-  if (value === null || pattern === null) return null;
-  let regex = compiled.get(pattern);
-  if (!regex) compiled.set(pattern, (regex = new RegExp(String(pattern))));
-  return regex.test(String(value)) ? 1 : 0;
-});
+registerRegexp(db);
 
 parentPort.on('message', ({ id, sql, params, limit }) => {
   try {

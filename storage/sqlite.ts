@@ -4,24 +4,11 @@ import Database from 'better-sqlite3';
 import { Kysely, SqliteDialect, sql, type CreateTableBuilder } from 'kysely';
 import { createSqliteDataTables } from './data-tables-sqlite.ts';
 import { SqliteReadOnlyRunner } from './sqlite-read-only.ts';
+import { registerRegexp } from './sqlite-regexp.mjs';
 import { withPortableValues } from './sqlite-values.ts';
 import type { Storage, TableSnapshot } from './types.ts';
 
 const BUSY_TIMEOUT_MS = 5000;
-
-/** SQLite has the REGEXP operator but no implementation: this one uses JavaScript regular expressions. */
-function registerRegexp(database: Database.Database) {
-  const compiled = new Map<string, RegExp>();
-  database.function('regexp', { deterministic: true }, (pattern: unknown, value: unknown) => {
-    if (value === null || pattern === null) return null;
-    let regex = compiled.get(String(pattern));
-    if (!regex) {
-      if (compiled.size > 100) compiled.clear();
-      compiled.set(String(pattern), (regex = new RegExp(String(pattern))));
-    }
-    return regex.test(String(value)) ? 1 : 0;
-  });
-}
 
 /** SQLite adapter over better-sqlite3: WAL journal, foreign keys enforced, a busy timeout. */
 export function openSqliteStorage(file: string): Storage {

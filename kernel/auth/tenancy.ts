@@ -22,10 +22,9 @@ export class Tenancy {
       return this.enter(identity, Number(given));
     }
     if (identity.defaultOrgId !== null) {
+      if (await this.organizations.isMember(identity.defaultOrgId, identity.userId)) return identity.defaultOrgId;
       // A route that is not org-scoped still works for a user who left their default organization.
-      if (required || (await this.organizations.isMember(identity.defaultOrgId, identity.userId))) return this.enter(identity, identity.defaultOrgId);
-      if (identity.isPlatformAdmin) return this.enter(identity, identity.defaultOrgId);
-      return null;
+      return required || identity.isPlatformAdmin ? this.admitNonMember(identity, identity.defaultOrgId) : null;
     }
     if (required) throw problems.badRequest('no organization: send X-Org-Id or set a default organization', [{ path: 'headers.x-org-id', message: 'required' }]);
     return null;
@@ -33,6 +32,11 @@ export class Tenancy {
 
   private async enter(identity: Identity, orgId: number): Promise<number> {
     if (await this.organizations.isMember(orgId, identity.userId)) return orgId;
+    return this.admitNonMember(identity, orgId);
+  }
+
+  /** A platform admin may enter any existing organization (audited); anyone else is refused. */
+  private async admitNonMember(identity: Identity, orgId: number): Promise<number> {
     if (identity.isPlatformAdmin && (await this.organizations.get(orgId))) {
       // The principal is not on the request yet (capabilities come after the organization): name the actor.
       await this.audit.record({ action: 'tenancy.cross_org_access', actor: { userId: identity.userId, username: identity.username }, targetType: 'organization', targetId: orgId, orgId });

@@ -1,10 +1,9 @@
 import { sql, type RawBuilder } from 'kysely';
 import { ROW_ID, type Storage } from '../../storage/index.ts';
-import type { DatasetCatalog, DatasetInfo } from '../datasets/public.ts';
+import { PII_MASK, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
 import type { RuleDefinition } from './rule-types.ts';
 
 export const SAMPLE_ROWS = 10;
-export const PII_MASK = '***';
 
 export interface Evaluation {
   status: 'passed' | 'failed' | 'error';

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { definePlugin, defineRoute, fieldErrorsOf, identitySchemas as s, kernelServices, problems, reply, type Principal } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
-import { datasetCatalog, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
-import { evaluate, PII_MASK, SAMPLE_ROWS, type Evaluation } from './evaluate.ts';
+import { datasetCatalog, PII_MASK, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
+import { evaluate, SAMPLE_ROWS, type Evaluation } from './evaluate.ts';
 import { governedSql, type GovernedSql } from '../sql/public.ts';
 import { qualityMigrations } from './migrations.ts';
 import { RuleStore, type Rule } from './rule-store.ts';

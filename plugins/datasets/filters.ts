@@ -42,10 +42,10 @@ export function compileFilter(text: string, column: (name: string) => DatasetCol
   }
 }
 
-/** A column lookup that answers 400 for an unknown name. */
-export function columnLookup(columns: DatasetColumn[], where: string): (name: string) => DatasetColumn {
+/** A column lookup that answers 400 for an unknown name, naming the request field `where`. */
+export function columnLookup(columns: DatasetColumn[]): (name: string, where: string) => DatasetColumn {
   const byName = new Map(columns.map((c) => [c.name, c]));
-  return (name) => {
+  return (name, where) => {
     const found = byName.get(name);
     if (!found) throw problems.badRequest(`unknown column "${name}"`, [{ path: where, message: `unknown column ${name}` }]);
     return found;

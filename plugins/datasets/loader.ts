@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { sql } from 'kysely';
-import type { DataColumn, Storage } from '../../storage/index.ts';
+import { ROW_ID, type DataColumn, type Storage } from '../../storage/index.ts';
 import type { Dataset, DatasetColumn, DatasetStore } from './dataset-store.ts';
 
 export type LoadMode = 'append' | 'replace';
@@ -44,7 +44,7 @@ export class DatasetLoader {
           await dataTables.rename(trx, orgId, staging, dataset.table_name);
         } else {
           const names = sql.join(columns.map((c) => sql.id(c.name)));
-          await sql`insert into ${dataTables.ref(orgId, dataset.table_name)} (${names}) select ${names} from ${dataTables.ref(orgId, staging)} order by ${sql.id('_row_id')}`.execute(trx);
+          await sql`insert into ${dataTables.ref(orgId, dataset.table_name)} (${names}) select ${names} from ${dataTables.ref(orgId, staging)} order by ${sql.id(ROW_ID)}`.execute(trx);
           await dataTables.drop(trx, orgId, staging);
         }
         await trx

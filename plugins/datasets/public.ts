@@ -6,6 +6,9 @@ import type { RawBuilder } from 'kysely';
 import { pluginServiceRef, type Principal } from '../../kernel/plugin-api.ts';
 import type { DataColumnType } from '../../storage/index.ts';
 
+/** What a caller without `datasets.pii.read` sees in place of a PII value, on every read path. */
+export const PII_MASK = '***';
+
 export interface DatasetInfo {
   id: number;
   org_id: number;

@@ -46,7 +46,8 @@ export class RowPolicies {
     await this.groups.get(dataset.org_id, input.group_id).catch(() => {
       throw problems.unprocessable(`group ${input.group_id} does not exist in this organization`, [{ path: 'body.group_id', message: 'no such group' }]);
     });
-    input.filters.forEach((filter, i) => compileFilter(filter, columnLookup(dataset.columns, `body.filters.${i}`), `body.filters.${i}`));
+    const column = columnLookup(dataset.columns);
+    input.filters.forEach((filter, i) => compileFilter(filter, (name) => column(name, `body.filters.${i}`), `body.filters.${i}`));
     const row = await this.storage.db
       .insertInto('row_policies')
       .values({ dataset_id: dataset.id, org_id: dataset.org_id, group_id: input.group_id, filters: this.storage.encodeJson(input.filters), description: input.description ?? null, created_at: this.storage.now() })
@@ -67,7 +68,8 @@ export class RowPolicies {
     const mine = new Set((await this.groups.list(dataset.org_id, principal.userId)).map((g) => g.id));
     const applicable = policies.filter((p) => mine.has(p.group_id));
     if (applicable.length === 0) return { condition: NOTHING, key: 'none' };
-    const lookup = columnLookup(dataset.columns, 'policy');
+    const column = columnLookup(dataset.columns);
+    const lookup = (name: string) => column(name, 'policy');
     const conditions = applicable.map((policy) => {
       try {
         const parts = policy.filters.map((filter) => compileFilter(filter, lookup, 'policy'));

@@ -2,6 +2,7 @@ import { sql, type RawBuilder } from 'kysely';
 import { problems } from '../../kernel/plugin-api.ts';
 import { ROW_ID, type Storage } from '../../storage/index.ts';
 import { columnLookup, compileFilter } from './filters.ts';
+import { PII_MASK } from './public.ts';
 import type { Dataset, DatasetColumn } from './dataset-store.ts';
 
 
@@ -26,8 +27,6 @@ export interface Visibility {
   scope: RawBuilder<boolean> | null;
 }
 
-/** Stands in for the value of a PII column the caller may not read. */
-export const PII_MASK = '***';
 
 export interface RowsPage {
   columns: { name: string; type: string; masked: boolean }[];
@@ -64,7 +63,7 @@ function decodeCursor(cursor: string): { after?: number; offset?: number } {
  */
 export async function queryRows(storage: Storage, dataset: Dataset, request: RowsRequest, visibility: Visibility): Promise<RowsPage> {
   const masked = (c: DatasetColumn) => c.pii && !visibility.seePii;
-  const column = (name: string, where: string): DatasetColumn => columnLookup(dataset.columns, where)(name);
+  const column = columnLookup(dataset.columns);
   /** Filtering or sorting on a masked column would reveal its values one comparison at a time. */
   const comparable = (name: string, where: string): DatasetColumn => {
     const found = column(name, where);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { definePlugin, kernelServices, problems } from '../../kernel/plugin-api.ts';
+import { quoteIdentifier } from '../../storage/index.ts';
 import { connectorTypes } from '../connectors/public.ts';
 import { datasetCatalog } from '../datasets/public.ts';
 import { readQuery, withSource, type SourceConfig } from './source.ts';
@@ -20,7 +21,6 @@ function sourceConfig(config: Record<string, unknown>): SourceConfig {
 }
 
 const identifier = z.string().regex(/^[A-Za-z_][A-Za-z0-9_$]*$/, 'must be a plain identifier');
-const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
 /**
  * `postgresql`: a data connector to an external Postgres. `test`, `list_tables`, and `import` of a
@@ -85,7 +85,7 @@ export default definePlugin({
           async run({ config, args, orgId, principal }) {
             if (!principal.capabilities.has('datasets.write')) throw problems.forbidden('importing into a dataset needs the capability "datasets.write"');
             const dataset = await datasets.get(orgId, args.dataset_id);
-            const text = args.table ? `select * from ${quote(args.table.schema)}.${quote(args.table.name)}` : args.query!;
+            const text = args.table ? `select * from ${quoteIdentifier(args.table.schema)}.${quoteIdentifier(args.table.name)}` : args.query!;
             const result = await open(config, async (client) => {
               let source;
               try {

@@ -1,15 +1,13 @@
 import crypto from 'node:crypto';
 import { z } from 'zod';
 import { definePlugin, defineRoute, HttpProblem, kernelServices, problems, type Principal } from '../../kernel/plugin-api.ts';
-import { QueryRejectedError, QueryTimeoutError, type Storage } from '../../storage/index.ts';
-import { datasetCatalog, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
+import { QueryRejectedError, QueryTimeoutError, quoteIdentifier, type Storage } from '../../storage/index.ts';
+import { datasetCatalog, PII_MASK, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
 import { guard } from './guard.ts';
 import { governedSql } from './public.ts';
 
 export const MAX_ROWS = 10_000;
 export const MAX_TIMEOUT_MS = 300_000;
-
-const quoteIdentifier = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
 /**
  * One CTE per dataset the query reads, named as the query names it: the dataset's table limited to
@@ -19,7 +17,7 @@ const quoteIdentifier = (name: string) => `"${name.replace(/"/g, '""')}"`;
 async function datasetCte(storage: Storage, catalog: DatasetCatalog, referenced: string, dataset: DatasetInfo, principal: Principal): Promise<string> {
   const table = catalog.table(dataset).compile(storage.db).sql;
   const seePii = catalog.seesPii(principal);
-  const columns = dataset.columns.map((c) => (c.pii && !seePii ? `cast('***' as text) as ${quoteIdentifier(c.name)}` : quoteIdentifier(c.name)));
+  const columns = dataset.columns.map((c) => (c.pii && !seePii ? `cast('${PII_MASK}' as text) as ${quoteIdentifier(c.name)}` : quoteIdentifier(c.name)));
   const { condition } = await catalog.scope(principal, dataset);
   // The row-policy condition is written in as literals: the query's own $1, $2… keep their numbers.
   const where = [columns.length ? null : '1 = 0', condition ? storage.dataTables.inline(condition, storage.db) : null].filter(Boolean);
