@@ -169,9 +169,7 @@ describe.each(DIALECTS)('connectors (%s)', (dialect) => {
 
   it('keeps connectors inside their organization', async () => {
     const hook = (await createWebhook()).body;
-    const other = await t.request('POST', '/api/organizations', { body: { name: 'Elsewhere' } });
-    const user = await t.request('POST', '/api/users', { body: { username: 'conn-outsider', email: 'co@example.test', role: 'editor', password: 'Quiet-harbour-77', default_org_id: other.body.id } });
-    const token = await t.kernel.issueToken({ id: user.body.id, role: 'editor' });
+    const { token } = await t.outsider('conn-outsider');
     expect((await t.request('GET', '/api/connectors', { token })).body).toEqual([]);
     for (const [method, path, body] of [
       ['GET', `/api/connectors/${hook.id}`, undefined],

@@ -107,9 +107,7 @@ describe.each(DIALECTS)('schema contracts and drift (%s)', (dialect) => {
   });
 
   it('keeps contracts inside their organization', async () => {
-    const other = await t.request('POST', '/api/organizations', { body: { name: 'Elsewhere' } });
-    const user = await t.request('POST', '/api/users', { body: { username: 'outsider', email: 'outsider@example.test', role: 'editor', password: 'Quiet-harbour-77', default_org_id: other.body.id } });
-    const token = await t.kernel.issueToken({ id: user.body.id, role: 'editor' });
+    const { token } = await t.outsider('outsider');
     for (const [method, path] of [
       ['GET', 'contract'],
       ['GET', 'contract/history'],

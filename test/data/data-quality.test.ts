@@ -151,9 +151,7 @@ describe.each(DIALECTS)('data-quality rules (%s)', (dialect) => {
 
   it('keeps rules and runs inside their organization', async () => {
     const rule = await createRule({ name: 'private', type: 'not_null', params: { column: 'id' } });
-    const other = await t.request('POST', '/api/organizations', { body: { name: 'Elsewhere' } });
-    const user = await t.request('POST', '/api/users', { body: { username: 'dq-outsider', email: 'dq@example.test', role: 'editor', password: 'Quiet-harbour-77', default_org_id: other.body.id } });
-    const token = await t.kernel.issueToken({ id: user.body.id, role: 'editor' });
+    const { token } = await t.outsider('dq-outsider');
     expect((await t.request('GET', '/api/data-quality/rules', { token })).body).toEqual([]);
     for (const [method, path] of [
       ['GET', `/api/data-quality/rules/${rule.body.id}`],

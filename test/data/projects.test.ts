@@ -10,10 +10,7 @@ describe.each(DIALECTS)('projects (%s)', (dialect) => {
   beforeAll(async () => {
     t = await startTestKernel({ dialect });
     viewer = (await t.userToken('viewer')).token;
-    otherOrgId = (await t.request('POST', '/api/organizations', { body: { name: 'Other' } })).body.id;
-    const created = await t.request('POST', '/api/users', { body: { username: 'other-editor', email: 'other@example.test', role: 'editor', password: 'Sunny-meadow-42', default_org_id: otherOrgId } });
-    expect(created.status).toBe(201);
-    otherOrgAdmin = await t.kernel.issueToken({ id: created.body.id, role: 'editor' });
+    ({ orgId: otherOrgId, token: otherOrgAdmin } = await t.outsider('other-editor'));
   });
   afterAll(async () => t?.stop());
 

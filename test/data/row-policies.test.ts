@@ -94,12 +94,11 @@ describe.each(DIALECTS)('row policies (%s)', (dialect) => {
   });
 
   it('keeps policies inside their organization', async () => {
-    const other = await t.request('POST', '/api/organizations', { body: { name: 'Elsewhere' } });
-    const orgId = String(other.body.id);
-    const user = await t.request('POST', '/api/users', { body: { username: 'rls-orgadmin', email: 'rlsa@example.test', role: 'editor', password: 'Quiet-harbour-77', default_org_id: other.body.id } });
+    const outsider = await t.outsider('rls-orgadmin');
+    const orgId = String(outsider.orgId);
     const admins = await t.request('POST', '/api/groups', { body: { name: 'admins', capabilities: ['org.admin'] }, headers: { 'x-org-id': orgId } });
-    expect((await t.request('POST', `/api/groups/${admins.body.id}/members`, { body: { user_id: user.body.id }, headers: { 'x-org-id': orgId } })).status).toBe(201);
-    const token = await t.kernel.issueToken({ id: user.body.id, role: 'editor' });
+    expect((await t.request('POST', `/api/groups/${admins.body.id}/members`, { body: { user_id: outsider.userId }, headers: { 'x-org-id': orgId } })).status).toBe(201);
+    const { token } = outsider;
     // An org admin of the other organization: org 1's dataset does not exist for them...
     expect((await t.request('GET', `/api/datasets/${datasetId}/row-policies`, { token })).status).toBe(404);
     expect((await t.request('POST', `/api/datasets/${datasetId}/row-policies`, { token, body: { group_id: admins.body.id, filters: ['country:eq:FR'] } })).status).toBe(404);

@@ -27,9 +27,7 @@ describe.each(DIALECTS)('governed SQL (%s)', (dialect) => {
     const csv = 'id,amount,country,email\n1,10.5,FR,a@example.test\n2,20,DE,b@example.test\n3,5,FR,c@example.test\n';
     expect((await t.request('POST', `/api/datasets/${orders.body.id}/data`, { body: csv, headers: { 'content-type': 'text/csv' } })).status).toBe(200);
     // Another organization with a dataset of its own.
-    const other = await t.request('POST', '/api/organizations', { body: { name: 'Elsewhere' } });
-    const user = await t.request('POST', '/api/users', { body: { username: 'sql-outsider', email: 'sqlo@example.test', role: 'editor', password: 'Quiet-harbour-77', default_org_id: other.body.id } });
-    outsider = await t.kernel.issueToken({ id: user.body.id, role: 'editor' });
+    outsider = (await t.outsider('sql-outsider')).token;
     const theirProject = await t.request('POST', '/api/projects', { token: outsider, body: { key: 'THEIRS', name: 'Theirs' } });
     const secret = await t.request('POST', '/api/datasets', { token: outsider, body: { name: 'secrets', project_id: theirProject.body.id, columns: [{ name: 'v', type: 'string' }] } });
     await t.request('POST', `/api/datasets/${secret.body.id}/rows`, { token: outsider, body: [{ v: 'top secret' }] });

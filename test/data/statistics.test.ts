@@ -102,9 +102,7 @@ describe.each(DIALECTS)('statistics (%s)', (dialect) => {
   });
 
   it('keeps profiles inside their organization', async () => {
-    const other = await t.request('POST', '/api/organizations', { body: { name: 'Elsewhere' } });
-    const user = await t.request('POST', '/api/users', { body: { username: 'stats-outsider', email: 'so@example.test', role: 'editor', password: 'Quiet-harbour-77', default_org_id: other.body.id } });
-    const token = await t.kernel.issueToken({ id: user.body.id, role: 'editor' });
+    const { token } = await t.outsider('stats-outsider');
     expect((await t.request('GET', `/api/statistics/datasets/${datasetId}`, { token })).status).toBe(404);
     expect((await t.request('GET', `/api/statistics/datasets/${datasetId}/columns/n`, { token })).status).toBe(404);
     expect((await t.request('GET', `/api/statistics/datasets/${datasetId}`, { token, headers: { 'x-org-id': '1' } })).status).toBe(403);

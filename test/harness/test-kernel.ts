@@ -46,6 +46,8 @@ export interface TestKernel {
   request<T = any>(method: string, path: string, options?: RequestOptions): Promise<TestResponse<T>>;
   /** Creates a user with a legacy role (and membership of org 1) and returns a JWT for it. */
   userToken(role: string, username?: string): Promise<{ id: number; token: string }>;
+  /** An editor whose default organization is a new one of their own, created through the API: the other tenant. */
+  outsider(username: string): Promise<{ orgId: number; userId: number; token: string }>;
   stop(): Promise<void>;
 }
 
@@ -108,6 +110,15 @@ export async function startTestKernel(options: TestKernelOptions): Promise<TestK
     return { id: user.id, token: await kernel.issueToken({ id: user.id, role }) };
   };
 
+  const outsider = async (username: string) => {
+    const org = await request<{ id: number }>('POST', '/api/organizations', { body: { name: `${username}'s organization` } });
+    const user = await request<{ id: number }>('POST', '/api/users', {
+      body: { username, email: `${username}@example.test`, role: 'editor', password: 'Quiet-harbour-77', default_org_id: org.body.id },
+    });
+    if (org.status !== 201 || user.status !== 201) throw new Error(`could not create the outsider ${username}: ${org.text} ${user.text}`);
+    return { orgId: org.body.id, userId: user.body.id, token: await kernel.issueToken({ id: user.body.id, role: 'editor' }) };
+  };
+
   return {
     kernel,
     url,
@@ -115,6 +126,7 @@ export async function startTestKernel(options: TestKernelOptions): Promise<TestK
     adminToken,
     request,
     userToken,
+    outsider,
     async stop() {
       await kernel.stop();
       await database.drop();
