@@ -9,9 +9,9 @@ import { Tenancy } from './auth/tenancy.ts';
 import { bootstrapAdmin } from './bootstrap.ts';
 import type { Settings } from './config.ts';
 import { createApp, type InflightCounter } from './http/app.ts';
-import { RequestScope } from './http/request-scope.ts';
 import { createRouteCompiler } from './http/route-compiler.ts';
 import { GroupDirectory } from './identity/groups.ts';
+import { IdentitySnapshot } from './identity/identity-snapshot.ts';
 import { OrganizationDirectory } from './identity/organizations.ts';
 import { SessionService } from './identity/sessions.ts';
 import { PersonalAccessTokens } from './identity/tokens.ts';
@@ -60,14 +60,14 @@ export class Kernel {
     this.migrator = new Migrator(this.storage);
     this.jwt = { secret: this.secrets.jwtSecret, algorithm: settings.JWT_ALGORITHM, expireMinutes: settings.JWT_EXPIRE_MINUTES };
 
-    const scope = new RequestScope();
-    this.audit = new AuditService(this.storage, scope, this.logger);
+    this.audit = new AuditService(this.storage, this.logger);
     this.mailer = new Mailer(this.storage, this.logger, settings.MAIL_FROM, settings.SMTP_URL);
     const users = new UserDirectory(this.storage);
     const organizations = new OrganizationDirectory(this.storage);
     const groups = new GroupDirectory(this.storage);
     const tokens = new PersonalAccessTokens(this.storage, this.secrets.patHashKey, settings.PAT_MAX_PER_USER);
-    const sessions = new SessionService(users, this.audit, this.jwt, {
+    const identity = new IdentitySnapshot(this.storage, { users, organizations, groups, tokens });
+    const sessions = new SessionService(users, this.jwt, {
       clientId: settings.IDP_CLIENT_ID,
       allowedDomains: settings.IDP_ALLOWED_DOMAINS,
       jwksUrl: settings.IDP_JWKS_URL,
@@ -92,15 +92,17 @@ export class Kernel {
       [kernelServices.organizations.id]: () => organizations,
       [kernelServices.groups.id]: () => groups,
       [kernelServices.tokens.id]: () => tokens,
+      [kernelServices.identity.id]: () => identity,
       [kernelServices.sessions.id]: () => sessions,
       [kernelServices.capabilities.id]: () => capabilities,
       [kernelServices.vault.id]: () => vault,
       [kernelServices.outbound.id]: () => outbound,
     };
     const compile = createRouteCompiler({
-      authenticator: new Authenticator(this.storage, this.jwt, tokens),
-      tenancy: new Tenancy(organizations, this.audit),
-      groups,
+      authenticator: new Authenticator(identity, this.jwt, tokens),
+      tenancy: new Tenancy(identity, organizations, this.audit),
+      identity,
+      audit: this.audit,
       capabilities: () => this.registry.current.capabilities,
       rateLimits: rateLimitStore,
       patRateLimitPerMin: settings.PAT_RATE_LIMIT_PER_MIN,
@@ -124,7 +126,6 @@ export class Kernel {
       storage: this.storage,
       openapi: () => this.registry.current.openapi((routes) => buildOpenApiDocument(routes, settings.PUBLIC_URL)),
       dispatch: (ctx) => this.registry.current.dispatch(ctx as Koa.Context & { state: RequestState }),
-      scope,
       corsOrigins: settings.CORS_ALLOWED_ORIGINS,
       rateLimitStore,
       rateLimits: { authPerSecond: settings.AUTH_RATE_LIMIT_PER_SEC, apiPerSecond: settings.API_RATE_LIMIT_PER_SEC },

@@ -9,6 +9,7 @@ import type { RouteDefinition } from './route.ts';
 import type { PluginManifest } from './registry/manifest.ts';
 import type { Migration, Storage } from '../storage/index.ts';
 import type { AuditService } from './audit/audit-service.ts';
+import type { IdentitySnapshot } from './identity/identity-snapshot.ts';
 import type { GroupDirectory } from './identity/groups.ts';
 import type { OrganizationDirectory } from './identity/organizations.ts';
 import type { SessionService } from './identity/sessions.ts';
@@ -65,6 +66,8 @@ export const kernelServices = {
   organizations: serviceRef<OrganizationDirectory>('kernel.organizations'),
   groups: serviceRef<GroupDirectory>('kernel.groups'),
   tokens: serviceRef<PersonalAccessTokens>('kernel.tokens'),
+  /** The caller's user, organizations and groups as of this request, without a query per read. */
+  identity: serviceRef<IdentitySnapshot>('kernel.identity'),
   sessions: serviceRef<SessionService>('kernel.sessions'),
   /** Encrypts secrets at rest (connector passwords and tokens). */
   vault: serviceRef<Vault>('kernel.vault'),
@@ -162,6 +165,7 @@ export function isPluginDefinition(value: unknown): value is PluginDefinition {
 
 export { defineRoute, reply, type RouteDefinition, type Principal } from './route.ts';
 export { fieldErrorsOf, HttpProblem, problems, type FieldError } from './problem.ts';
+export type { AuditEvent, RequestAudit } from './audit/audit-service.ts';
 export * as identitySchemas from './identity/schemas.ts';
 export { toPublicUser, type UserRow, type PublicUser } from './identity/users.ts';
 export { assertStrongPassword } from './identity/password-policy.ts';

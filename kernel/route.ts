@@ -1,6 +1,7 @@
 import type { Context } from 'koa';
 import type { ZodObject, ZodType, z } from 'zod';
 import type { Logger } from 'pino';
+import type { RequestAudit } from './audit/audit-service.ts';
 
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
@@ -60,6 +61,8 @@ export interface RouteInput<R extends RouteRequestSchemas> {
   orgId: number | null;
   requestId: string;
   log: Logger;
+  /** The audit log on behalf of this request (actor, organization, address and request id filled in). */
+  audit: RequestAudit;
   /** The Koa context, for the rare route that must stream. */
   koa: Context;
 }

@@ -3,7 +3,7 @@ import { openPostgresStorage } from './postgres.ts';
 import { openSqliteStorage } from './sqlite.ts';
 import type { Storage } from './types.ts';
 
-export type { Storage, TableSnapshot, PortableColumnTypes } from './types.ts';
+export type { Storage, TableSnapshot, PortableColumnTypes, TrackedTable } from './types.ts';
 export { containsText } from './text-search.ts';
 export { POSTGRES_COLUMN_TYPES } from './postgres-read-only.ts';
 export { QueryRejectedError, QueryTimeoutError, type ReadOnlyQuery, type ReadOnlyResult } from './read-only-query.ts';

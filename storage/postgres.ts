@@ -1,5 +1,7 @@
 import pg from 'pg';
 import { Kysely, PostgresDialect, sql, type CreateTableBuilder } from 'kysely';
+import { changeEvents, checkCounterName, CREATE_COUNTERS_TABLE, isLastCounterGone, FreshSharedRead } from './change-counters.ts';
+import { quoteIdentifier } from './data-tables.ts';
 import { createPostgresDataTables } from './data-tables-postgres.ts';
 import { runPostgresReadOnly } from './postgres-read-only.ts';
 import type { Storage, TableSnapshot } from './types.ts';
@@ -39,6 +41,12 @@ export function openPostgresStorage(connectionString: string, poolSize = 10): St
   // unhandled it would crash the process. pg drops that client and the next query opens a new one.
   pool.on('error', () => undefined);
   const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
+  const counterReads = new Map<string, FreshSharedRead<number>>();
+  const readCounter = async (counter: string) => {
+    const result = await pool.query<{ value: number }>({ name: 'change_counter', text: 'select value from change_counters where name = $1', values: [counter] });
+    if (!result.rows[0]) throw new Error(`no change counter "${counter}" (no migration tracks it)`);
+    return Number(result.rows[0].value);
+  };
 
   return {
     db,
@@ -57,6 +65,40 @@ export function openPostgresStorage(connectionString: string, poolSize = 10): St
     async unguardAppendOnly(db, table) {
       await sql.raw(`drop trigger if exists ${table}_append_only on ${table}`).execute(db);
       await sql.raw(`drop function if exists ${table}_refuse_change()`).execute(db);
+    },
+    async trackChanges(db, counter, tables) {
+      checkCounterName(counter);
+      await sql.raw(CREATE_COUNTERS_TABLE).execute(db);
+      await sql`insert into change_counters (name, value) values (${counter}, 0) on conflict (name) do nothing`.execute(db);
+      await sql
+        .raw(
+          `create or replace function bump_change_counter() returns trigger language plpgsql as $$ begin update change_counters set value = value + 1 where name = tg_argv[0]; return null; end $$`,
+        )
+        .execute(db);
+      for (const tracked of tables) {
+        const events = changeEvents(tracked, quoteIdentifier).map((e) => e.clause).join(' or ');
+        // Deferred to commit: the counter row's lock is taken last and held only while committing,
+        // so writers of different identity rows never wait on each other in the middle of their work.
+        await sql
+          .raw(
+            `create constraint trigger ${quoteIdentifier(`${counter}__${tracked.table}`)} after ${events} on ${quoteIdentifier(tracked.table)} deferrable initially deferred for each row execute function bump_change_counter('${counter}')`,
+          )
+          .execute(db);
+      }
+    },
+    async untrackChanges(db, counter, tables) {
+      checkCounterName(counter);
+      for (const tracked of tables) await sql.raw(`drop trigger if exists ${quoteIdentifier(`${counter}__${tracked.table}`)} on ${quoteIdentifier(tracked.table)}`).execute(db);
+      await sql`delete from change_counters where name = ${counter}`.execute(db);
+      if (await isLastCounterGone(db)) {
+        await sql.raw('drop table change_counters').execute(db);
+        await sql.raw('drop function if exists bump_change_counter()').execute(db);
+      }
+    },
+    changeCounter(counter) {
+      let read = counterReads.get(counter);
+      if (!read) counterReads.set(checkCounterName(counter), (read = new FreshSharedRead(() => readCounter(counter))));
+      return read.get();
     },
     // pg serialises objects itself, but arrays would be sent as Postgres arrays: always send text.
     encodeJson: (value) => (value === undefined ? null : JSON.stringify(value)),

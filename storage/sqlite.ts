@@ -2,6 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { Kysely, SqliteDialect, sql, type CreateTableBuilder } from 'kysely';
+import { changeEvents, checkCounterName, CREATE_COUNTERS_TABLE, isLastCounterGone } from './change-counters.ts';
+import { quoteIdentifier } from './data-tables.ts';
 import { createSqliteDataTables } from './data-tables-sqlite.ts';
 import { SqliteReadOnlyRunner } from './sqlite-read-only.ts';
 import { registerRegexp } from './sqlite-regexp.mjs';
@@ -23,6 +25,8 @@ export function openSqliteStorage(file: string): Storage {
   registerRegexp(database);
   const db = new Kysely<any>({ dialect: new SqliteDialect({ database: withPortableValues(database) }) });
   const readOnly = new SqliteReadOnlyRunner(file);
+  // Prepared on first use: the table exists only once a migration tracks something.
+  let counterStatement: Database.Statement<[string], { value: number }> | undefined;
 
   return {
     db,
@@ -41,6 +45,36 @@ export function openSqliteStorage(file: string): Storage {
     },
     async unguardAppendOnly(db, table) {
       for (const operation of ['update', 'delete']) await sql.raw(`drop trigger if exists ${table}_no_${operation}`).execute(db);
+    },
+    async trackChanges(db, counter, tables) {
+      checkCounterName(counter);
+      await sql.raw(CREATE_COUNTERS_TABLE).execute(db);
+      await sql`insert into change_counters (name, value) values (${counter}, 0) on conflict (name) do nothing`.execute(db);
+      for (const tracked of tables) {
+        for (const event of changeEvents(tracked, quoteIdentifier)) {
+          const trigger = quoteIdentifier(`${counter}__${tracked.table}_${event.name}`);
+          await sql
+            .raw(`create trigger ${trigger} after ${event.clause} on ${quoteIdentifier(tracked.table)} begin update change_counters set value = value + 1 where name = '${counter}'; end`)
+            .execute(db);
+        }
+      }
+    },
+    async untrackChanges(db, counter, tables) {
+      checkCounterName(counter);
+      for (const tracked of tables) {
+        for (const event of changeEvents(tracked, quoteIdentifier)) await sql.raw(`drop trigger if exists ${quoteIdentifier(`${counter}__${tracked.table}_${event.name}`)}`).execute(db);
+      }
+      await sql`delete from change_counters where name = ${counter}`.execute(db);
+      if (await isLastCounterGone(db)) {
+        await sql.raw('drop table change_counters').execute(db);
+      }
+    },
+    // A synchronous point read on the one connection: it sees every committed write.
+    async changeCounter(counter) {
+      counterStatement ??= database.prepare('select value from change_counters where name = ?');
+      const row = counterStatement.get(counter);
+      if (!row) throw new Error(`no change counter "${counter}" (no migration tracks it)`);
+      return Number(row.value);
     },
     encodeJson: (value) => (value === undefined ? null : JSON.stringify(value)),
     decodeJson: <T>(stored: unknown) => (typeof stored === 'string' ? (JSON.parse(stored) as T) : (stored as T)),

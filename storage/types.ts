@@ -16,6 +16,12 @@ export interface PortableColumnTypes {
   readonly double: ColumnDataType;
 }
 
+/** A table whose changes bump a change counter; for updates, only changes of `columns` (all when absent). */
+export interface TrackedTable {
+  table: string;
+  columns?: string[];
+}
+
 /** What one table looks like, enough to compare schemas before and after migrations. */
 export interface TableSnapshot {
   name: string;
@@ -40,6 +46,19 @@ export interface Storage {
   guardAppendOnly(db: Kysely<any>, table: string): Promise<void>;
   /** Removes what `guardAppendOnly` created (for a migration's down step). */
   unguardAppendOnly(db: Kysely<any>, table: string): Promise<void>;
+  /**
+   * Has the database bump the named change counter, inside the writing transaction, whenever rows
+   * of the tracked tables change, whoever writes them (this instance, another one, a console). A
+   * cache compares the counter with the value it was filled at to know whether it is still current.
+   */
+  trackChanges(db: Kysely<any>, counter: string, tables: TrackedTable[]): Promise<void>;
+  /** Removes what `trackChanges` created (for a migration's down step). */
+  untrackChanges(db: Kysely<any>, counter: string, tables: TrackedTable[]): Promise<void>;
+  /**
+   * The counter's value as committed when the call was made: every change committed before the
+   * call is counted. Cheap: a point read on SQLite, a read shared by concurrent callers on Postgres.
+   */
+  changeCounter(counter: string): Promise<number>;
   /** Values for JSON columns: encode before writing, decode after reading. */
   encodeJson(value: unknown): unknown;
   decodeJson<T = unknown>(stored: unknown): T;

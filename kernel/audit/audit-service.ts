@@ -1,6 +1,5 @@
 import type { Logger } from 'pino';
 import type { Storage } from '../../storage/index.ts';
-import type { RequestScope } from '../http/request-scope.ts';
 import { scrubSecrets } from './scrub.ts';
 
 export interface AuditEvent {
@@ -14,6 +13,19 @@ export interface AuditEvent {
   /** Actor when there is no authenticated principal yet (e.g. a failed login names the username). */
   actor?: { userId: number | null; username: string | null };
   details?: Record<string, unknown>;
+}
+
+/** The request an event happens in: its id, client address, and (once resolved) caller and organization. */
+export interface AuditOrigin {
+  requestId: string;
+  ip: string;
+  principal?: { userId: number; username: string };
+  orgId?: number;
+}
+
+/** The audit log as one request sees it: events carry the request's actor, organization, address and id. */
+export interface RequestAudit {
+  record(event: AuditEvent): Promise<void>;
 }
 
 export interface AuditRecord {
@@ -46,17 +58,22 @@ export interface AuditQuery {
 
 /**
  * The append-only audit log (the table refuses updates and deletes). Actor, client address and
- * request id come from the current request; details are scrubbed of anything secret-looking.
+ * request id come from the request the event happens in (passed explicitly: an AsyncLocalStorage
+ * would put a hook on every promise of every request); details are scrubbed of anything secret-looking.
  */
 export class AuditService {
   constructor(
     private readonly storage: Storage,
-    private readonly scope: RequestScope,
     private readonly logger: Logger,
   ) {}
 
-  async record(event: AuditEvent): Promise<void> {
-    const request = this.scope.current();
+  /** Records on behalf of one request; every route handler gets this as `audit`. */
+  for(request: AuditOrigin): RequestAudit {
+    return { record: (event) => this.record(event, request) };
+  }
+
+  /** Records an event; `request` is absent for what no request causes (start-up, scheduled work). */
+  async record(event: AuditEvent, request: AuditOrigin | undefined): Promise<void> {
     const principal = request?.principal;
     const row = {
       at: this.storage.now(),

@@ -1,10 +1,11 @@
-import type { Storage } from '../../storage/index.ts';
+import type { IdentitySnapshot } from '../identity/identity-snapshot.ts';
 import type { PersonalAccessTokens } from '../identity/tokens.ts';
 import { PAT_PREFIX } from '../identity/tokens.ts';
 import { PLATFORM_ADMIN_ROLE } from '../identity/users.ts';
 import { problems } from '../problem.ts';
 import { VerifiedTokenCache, type JwtSettings } from './jwt.ts';
 
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
 /** Who is calling, before the organization and capabilities of the request are known. */
 export interface Identity {
@@ -22,27 +23,29 @@ export interface Identity {
 
 /**
  * Resolves `Authorization: Bearer …` (spec §5.2): a value starting with `svc_` is a personal
- * access token, anything else a JWT. The owner is looked up on every request, so a deactivated
- * user or a revoked token is refused on the very next request.
+ * access token, anything else a JWT. The owner and the token are read from the identity snapshot,
+ * checked against the database's change counter first, so a deactivated user or a revoked token
+ * is refused on the very next request.
  */
 export class Authenticator {
   private readonly verified = new VerifiedTokenCache();
 
   constructor(
-    private readonly storage: Storage,
+    private readonly snapshot: IdentitySnapshot,
     private readonly jwt: JwtSettings,
     private readonly tokens: PersonalAccessTokens,
   ) {}
 
   async identify(authorization: string | undefined): Promise<Identity> {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
+    const match = BEARER.exec(authorization ?? '');
     if (!match) throw problems.unauthorized('missing bearer token: send Authorization: Bearer <token>');
     const credential = match[1];
+    await this.snapshot.refresh();
     if (credential.startsWith(PAT_PREFIX)) {
-      const resolved = await this.tokens.resolve(credential);
+      const resolved = await this.tokens.resolve(credential, (hmac) => this.snapshot.token(hmac));
       if ('refused' in resolved) throw problems.unauthorized(`invalid token: ${resolved.refused}`);
       const user = await this.activeUser(resolved.token.user_id);
-      return { ...user, via: 'pat', tokenId: resolved.token.id, scopes: resolved.scopes ? new Set(resolved.scopes) : null };
+      return { ...user, via: 'pat', tokenId: resolved.token.id, scopes: resolved.scopes };
     }
     let claims;
     try {
@@ -54,13 +57,9 @@ export class Authenticator {
   }
 
   private async activeUser(id: number) {
-    const user = await this.storage.db
-      .selectFrom('users')
-      .select(['id', 'username', 'role', 'is_active', 'default_org_id'])
-      .where('id', '=', id)
-      .executeTakeFirst();
+    const user = await this.snapshot.user(id);
     if (!user) throw problems.unauthorized('invalid token: the user no longer exists');
     if (!user.is_active) throw problems.unauthorized('invalid token: the user is deactivated');
-    return { userId: user.id as number, username: user.username as string, role: user.role as string, isPlatformAdmin: user.role === PLATFORM_ADMIN_ROLE, defaultOrgId: user.default_org_id as number | null };
+    return { userId: user.id, username: user.username, role: user.role, isPlatformAdmin: user.role === PLATFORM_ADMIN_ROLE, defaultOrgId: user.default_org_id };
   }
 }

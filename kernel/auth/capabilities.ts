@@ -1,23 +1,39 @@
-import type { GroupDirectory } from '../identity/groups.ts';
+import type { IdentitySnapshot } from '../identity/identity-snapshot.ts';
 import type { CapabilityInfo } from '../registry/generation.ts';
 import type { Identity } from './authenticator.ts';
+
+/** Role baselines per capability catalogue: a catalogue changes only with a plugin generation. */
+const baselines = new WeakMap<ReadonlyMap<string, CapabilityInfo>, Map<string, readonly string[]>>();
+
+/** The capabilities a legacy role grants on its own (platform admins: every one). */
+function baseline(role: string, isPlatformAdmin: boolean, known: ReadonlyMap<string, CapabilityInfo>): readonly string[] {
+  let byRole = baselines.get(known);
+  if (!byRole) baselines.set(known, (byRole = new Map()));
+  const key = isPlatformAdmin ? '' : role;
+  let granted = byRole.get(key);
+  if (!granted) {
+    granted = [...known.values()].filter((c) => isPlatformAdmin || c.roles.includes(role)).map((c) => c.name);
+    byRole.set(key, granted);
+  }
+  return granted;
+}
 
 /**
  * A request's capabilities (spec §2.1, §5.5): the baseline of the user's legacy role (platform
  * admins: every capability) plus those of the user's groups in the current organization,
- * intersected with the token's scopes when a scoped PAT is used. Computed on every request.
+ * intersected with the token's scopes when a scoped PAT is used. Computed on every request from
+ * the identity snapshot, which follows every change of groups and memberships.
  */
 export async function effectiveCapabilities(
   identity: Identity,
   orgId: number | null,
   known: ReadonlyMap<string, CapabilityInfo>,
-  groups: GroupDirectory,
+  snapshot: IdentitySnapshot,
 ): Promise<Set<string>> {
-  const granted = new Set<string>();
-  for (const capability of known.values()) {
-    if (identity.isPlatformAdmin || capability.roles.includes(identity.role)) granted.add(capability.name);
+  const granted = new Set(baseline(identity.role, identity.isPlatformAdmin, known));
+  if (orgId !== null && !identity.isPlatformAdmin) {
+    for (const group of await snapshot.groupsOf(identity.userId, orgId)) for (const name of group.capabilities) granted.add(name);
   }
-  if (orgId !== null && !identity.isPlatformAdmin) for (const name of await groups.capabilitiesOf(identity.userId, orgId)) granted.add(name);
   if (identity.scopes) for (const name of granted) if (!identity.scopes.has(name)) granted.delete(name);
   return granted;
 }

@@ -1,7 +1,10 @@
-import type { AuditService } from '../audit/audit-service.ts';
+import type { AuditOrigin, AuditService } from '../audit/audit-service.ts';
+import type { IdentitySnapshot } from '../identity/identity-snapshot.ts';
 import type { OrganizationDirectory } from '../identity/organizations.ts';
 import { problems } from '../problem.ts';
 import type { Identity } from './authenticator.ts';
+
+const ORG_ID = /^\d{1,15}$/;
 
 /**
  * Resolves the current organization (spec §5.11): `X-Org-Id` when given, else the user's default
@@ -10,36 +13,37 @@ import type { Identity } from './authenticator.ts';
  */
 export class Tenancy {
   constructor(
+    private readonly snapshot: IdentitySnapshot,
     private readonly organizations: OrganizationDirectory,
     private readonly audit: AuditService,
   ) {}
 
   /** The current organization; null only when none is named, the user has no default and `required` is false. */
-  async resolve(identity: Identity, header: string | undefined, required: boolean): Promise<number | null> {
+  async resolve(identity: Identity, header: string | undefined, required: boolean, request: AuditOrigin): Promise<number | null> {
     const given = header?.trim();
     if (given !== undefined && given !== '') {
-      if (!/^\d{1,15}$/.test(given)) throw problems.badRequest('X-Org-Id must be an integer organization id', [{ path: 'headers.x-org-id', message: 'must be an integer' }]);
-      return this.enter(identity, Number(given));
+      if (!ORG_ID.test(given)) throw problems.badRequest('X-Org-Id must be an integer organization id', [{ path: 'headers.x-org-id', message: 'must be an integer' }]);
+      return this.enter(identity, Number(given), request);
     }
     if (identity.defaultOrgId !== null) {
-      if (await this.organizations.isMember(identity.defaultOrgId, identity.userId)) return identity.defaultOrgId;
+      if (await this.snapshot.isMember(identity.defaultOrgId, identity.userId)) return identity.defaultOrgId;
       // A route that is not org-scoped still works for a user who left their default organization.
-      return required || identity.isPlatformAdmin ? this.admitNonMember(identity, identity.defaultOrgId) : null;
+      return required || identity.isPlatformAdmin ? this.admitNonMember(identity, identity.defaultOrgId, request) : null;
     }
     if (required) throw problems.badRequest('no organization: send X-Org-Id or set a default organization', [{ path: 'headers.x-org-id', message: 'required' }]);
     return null;
   }
 
-  private async enter(identity: Identity, orgId: number): Promise<number> {
-    if (await this.organizations.isMember(orgId, identity.userId)) return orgId;
-    return this.admitNonMember(identity, orgId);
+  private async enter(identity: Identity, orgId: number, request: AuditOrigin): Promise<number> {
+    if (await this.snapshot.isMember(orgId, identity.userId)) return orgId;
+    return this.admitNonMember(identity, orgId, request);
   }
 
   /** A platform admin may enter any existing organization (audited); anyone else is refused. */
-  private async admitNonMember(identity: Identity, orgId: number): Promise<number> {
+  private async admitNonMember(identity: Identity, orgId: number, request: AuditOrigin): Promise<number> {
     if (identity.isPlatformAdmin && (await this.organizations.get(orgId))) {
       // The principal is not on the request yet (capabilities come after the organization): name the actor.
-      await this.audit.record({ action: 'tenancy.cross_org_access', actor: { userId: identity.userId, username: identity.username }, targetType: 'organization', targetId: orgId, orgId });
+      await this.audit.record({ action: 'tenancy.cross_org_access', actor: { userId: identity.userId, username: identity.username }, targetType: 'organization', targetId: orgId, orgId }, request);
       return orgId;
     }
     throw problems.forbidden(`organization ${orgId} does not exist or you are not a member`);

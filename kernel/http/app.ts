@@ -7,7 +7,6 @@ import { cors } from './cors.ts';
 import { docsRoutes } from './docs.ts';
 import { rateLimits, type RateLimitSettings } from './rate-limits.ts';
 import { requestContext } from './request-context.ts';
-import type { RequestScope } from './request-scope.ts';
 import { securityHeaders } from './security-headers.ts';
 import type { RequestState } from './state.ts';
 
@@ -17,7 +16,6 @@ export interface AppDeps {
   openapi: () => Record<string, unknown>;
   /** Serves a request from the current plugin generation (read anew for every request). */
   dispatch: Middleware<RequestState>;
-  scope: RequestScope;
   corsOrigins: readonly string[];
   rateLimitStore: RateLimitStore;
   rateLimits: RateLimitSettings;
@@ -86,7 +84,7 @@ export function createApp(deps: AppDeps): { app: Koa; inflight: InflightCounter 
   const app = new Koa({ proxy: deps.trustProxy });
   const inflight = new InflightCounter();
   app.silent = true; // errors are answered and logged by requestContext
-  app.use(requestContext(deps.logger, deps.scope));
+  app.use(requestContext(deps.logger));
   app.use(inflight.middleware);
   app.use(securityHeaders());
   app.use(cors(deps.corsOrigins));

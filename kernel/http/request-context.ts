@@ -2,7 +2,6 @@ import crypto from 'node:crypto';
 import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
 import { HttpProblem, isHttpProblem, problemBody } from '../problem.ts';
-import type { RequestScope } from './request-scope.ts';
 import type { RequestState } from './state.ts';
 
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -11,18 +10,21 @@ const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
  * The outermost middleware: a request id on every request and answer, one log line per request,
  * and every error turned into RFC 9457 problem details. A 500 carries the request id, never a stack.
  */
-export function requestContext(logger: Logger, scope: RequestScope): Middleware<RequestState> {
+export function requestContext(logger: Logger): Middleware<RequestState> {
+  // Decided once: a silent logger needs no child per request, and no request line is built for a level that drops it.
+  const silent = logger.levelVal === Infinity;
+  const logsRequests = logger.isLevelEnabled('info');
   return async (ctx, next) => {
     const given = ctx.get('X-Request-Id');
     const requestId = CLIENT_REQUEST_ID.test(given) ? given : crypto.randomUUID();
-    const log = logger.child({ request_id: requestId });
+    const log = silent ? logger : logger.child({ request_id: requestId });
     ctx.state.requestId = requestId;
     ctx.state.log = log;
     ctx.state.ip = ctx.ip;
     ctx.set('X-Request-Id', requestId);
-    const started = performance.now();
+    const started = logsRequests ? performance.now() : 0;
     try {
-      await scope.run(ctx.state, next);
+      await next();
     } catch (err) {
       const problem = toProblem(err);
       if (problem.status >= 500 && !isHttpProblem(err)) log.error({ err }, 'unhandled error');
@@ -31,7 +33,7 @@ export function requestContext(logger: Logger, scope: RequestScope): Middleware<
       ctx.body = problemBody(problem, requestId);
       for (const [name, value] of Object.entries(problem.options.headers ?? {})) ctx.set(name, value);
     } finally {
-      log.info({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
+      if (logsRequests) log.info({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
     }
   };
 }

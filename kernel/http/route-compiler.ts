@@ -1,10 +1,11 @@
 import type { Context, Middleware } from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
 import type { ZodType } from 'zod';
+import type { AuditService } from '../audit/audit-service.ts';
 import type { Authenticator, Identity } from '../auth/authenticator.ts';
 import { effectiveCapabilities } from '../auth/capabilities.ts';
 import type { Tenancy } from '../auth/tenancy.ts';
-import type { GroupDirectory } from '../identity/groups.ts';
+import type { IdentitySnapshot } from '../identity/identity-snapshot.ts';
 import { fieldErrorsOf, HttpProblem, problems, type FieldError } from '../problem.ts';
 import type { RateLimitStore } from '../rate-limit/rate-limit-store.ts';
 import type { CapabilityInfo, MountedRoute, RouteCompiler } from '../registry/generation.ts';
@@ -14,7 +15,8 @@ import type { RequestState } from './state.ts';
 export interface RouteCompilerDeps {
   authenticator: Authenticator;
   tenancy: Tenancy;
-  groups: GroupDirectory;
+  identity: IdentitySnapshot;
+  audit: AuditService;
   capabilities: () => ReadonlyMap<string, CapabilityInfo>;
   rateLimits: RateLimitStore;
   /** Requests per minute per personal access token; 0 = unlimited. */
@@ -34,6 +36,7 @@ const PARSED_METHODS = [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.
 export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
   return (mounted: MountedRoute): Middleware => {
     const { route, plugin } = mounted;
+    const successStatus = Object.keys(route.responses).map(Number).filter((s) => s < 300).sort()[0] ?? 200;
     const bodyTypes = route.request?.bodyTypes ?? ['application/json'];
     const parseBody = koaBody({
       jsonLimit: route.request?.bodyLimit ?? deps.bodyLimit,
@@ -65,8 +68,8 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
         if (errors.length) throw problems.badRequest(`request validation failed: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
 
         const orgId = state.orgId ?? null;
-        const result = await route.handler({ params, query, headers, body, principal, orgId, requestId: state.requestId, log: state.log, koa: ctx } as never);
-        respond(ctx, route, result, deps.validateResponses);
+        const result = await route.handler({ params, query, headers, body, principal, orgId, requestId: state.requestId, log: state.log, audit: deps.audit.for(state), koa: ctx } as never);
+        respond(ctx, route, successStatus, result, deps.validateResponses);
       });
   };
 }
@@ -77,8 +80,8 @@ async function authorize(route: RouteDefinition, ctx: Context, state: RequestSta
   if (route.security === 'apiKey') throw problems.notImplemented('no data API key authenticator is installed');
   const identity = await deps.authenticator.identify(ctx.get('Authorization') || undefined);
   if (identity.via === 'pat' && deps.patRateLimitPerMin > 0) await limitToken(identity, deps);
-  const orgId = await deps.tenancy.resolve(identity, ctx.get('X-Org-Id') || undefined, route.orgScoped === true);
-  const capabilities = await effectiveCapabilities(identity, orgId, deps.capabilities(), deps.groups);
+  const orgId = await deps.tenancy.resolve(identity, ctx.get('X-Org-Id') || undefined, route.orgScoped === true, state);
+  const capabilities = await effectiveCapabilities(identity, orgId, deps.capabilities(), deps.identity);
   const principal: Principal = { ...identity, capabilities };
   state.principal = principal;
   state.orgId = orgId ?? undefined;
@@ -104,9 +107,9 @@ function check(location: string, schema: ZodType | undefined, value: unknown, er
   return undefined;
 }
 
-function respond(ctx: Context, route: RouteDefinition, result: unknown, validate: boolean) {
-  const declared = Object.keys(route.responses).map(Number).filter((s) => s < 300).sort();
-  const status = isReply(result) ? result.status : declared[0] ?? 200;
+/** Writes the handler's answer: a `reply()` names its status, a bare body gets the route's first 2xx. */
+function respond(ctx: Context, route: RouteDefinition, successStatus: number, result: unknown, validate: boolean) {
+  const status = isReply(result) ? result.status : successStatus;
   const body = isReply(result) ? result.body : result;
   if (validate) {
     const response = route.responses[status];

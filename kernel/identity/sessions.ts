@@ -1,5 +1,5 @@
 import { createRemoteJWKSet, jwtVerify, errors as joseErrors } from 'jose';
-import type { AuditService } from '../audit/audit-service.ts';
+import type { RequestAudit } from '../audit/audit-service.ts';
 import { issueAccessToken, type JwtSettings } from '../auth/jwt.ts';
 import { problems } from '../problem.ts';
 import type { UserDirectory, UserRow } from './users.ts';
@@ -27,7 +27,6 @@ export class SessionService {
 
   constructor(
     private readonly users: UserDirectory,
-    private readonly audit: AuditService,
     private readonly jwt: JwtSettings,
     private readonly idp: IdentityProviderSettings,
   ) {
@@ -43,22 +42,23 @@ export class SessionService {
     };
   }
 
-  async login(login: string, password: string): Promise<AccessTokenAnswer> {
+  /** Signs a user in by username (or e-mail) and password; both outcomes go to the request's audit. */
+  async login(login: string, password: string, audit: RequestAudit): Promise<AccessTokenAnswer> {
     const user = await this.users.findByLogin(login);
     const valid = user ? await this.users.checkPassword(user, password) : false;
     if (!user || !valid || !user.is_active) {
       const reason = !user ? 'unknown user' : !valid ? 'wrong password' : 'user deactivated';
-      await this.audit.record({ action: 'auth.login', outcome: 'failure', actor: { userId: user?.id ?? null, username: login }, details: { reason } });
+      await audit.record({ action: 'auth.login', outcome: 'failure', actor: { userId: user?.id ?? null, username: login }, details: { reason } });
       throw problems.unauthorized('invalid username or password');
     }
-    await this.audit.record({ action: 'auth.login', actor: { userId: user.id, username: user.username }, targetType: 'user', targetId: user.id, orgId: user.default_org_id });
+    await audit.record({ action: 'auth.login', actor: { userId: user.id, username: user.username }, targetType: 'user', targetId: user.id, orgId: user.default_org_id });
     return this.issue(user);
   }
 
   /** Verifies an ID token (signature, issuer, audience, expiry, verified e-mail, domain) and signs the user in. */
-  async exchangeIdToken(idToken: string): Promise<AccessTokenAnswer> {
+  async exchangeIdToken(idToken: string, audit: RequestAudit): Promise<AccessTokenAnswer> {
     const refuse = async (reason: string, email?: string) => {
-      await this.audit.record({ action: 'auth.google', outcome: 'failure', actor: { userId: null, username: email ?? null }, details: { reason } });
+      await audit.record({ action: 'auth.google', outcome: 'failure', actor: { userId: null, username: email ?? null }, details: { reason } });
       return problems.unauthorized(`identity provider token refused: ${reason}`);
     };
     if (!this.idp.clientId) throw await refuse('sign-in with the identity provider is not configured (IDP_CLIENT_ID)');
@@ -76,7 +76,7 @@ export class SessionService {
     const user = await this.users.findByEmail(email);
     if (!user) throw await refuse('no user has this e-mail', email);
     if (!user.is_active) throw await refuse('the user is deactivated', email);
-    await this.audit.record({ action: 'auth.google', actor: { userId: user.id, username: user.username }, targetType: 'user', targetId: user.id, orgId: user.default_org_id });
+    await audit.record({ action: 'auth.google', actor: { userId: user.id, username: user.username }, targetType: 'user', targetId: user.id, orgId: user.default_org_id });
     return this.issue(user);
   }
 }

@@ -81,17 +81,24 @@ export interface TokenInfo {
   state: 'active' | 'revoked' | 'expired';
 }
 
-/** A resolved PAT: its row and its owner. */
+/** A PAT row with its scopes decoded (null = the owner's full permissions). */
 export interface ResolvedToken {
   token: TokenRow;
-  scopes: string[] | null;
+  scopes: ReadonlySet<string> | null;
 }
+
+/** How fresh `last_used_at` is kept. */
+const LAST_USED_RESOLUTION_MS = 60_000;
+const STAMPED_TOKENS_KEPT = 10_000;
 
 /**
  * Personal access tokens (spec §2.3, §3.1, §5.5–5.9). Only a keyed HMAC-SHA256 of each secret is
  * stored; rows from earlier releases holding a bare SHA-256 are upgraded on their first use.
  */
 export class PersonalAccessTokens {
+  /** When this instance last wrote each token's `last_used_at` (ms). */
+  private readonly lastStamped = new Map<number, number>();
+
   constructor(
     private readonly storage: Storage,
     private readonly hashKey: string,
@@ -135,31 +142,57 @@ export class PersonalAccessTokens {
   }
 
   /**
-   * The live token a secret names, or a reason it is refused. Stamps `last_used_at` on success;
-   * upgrades a legacy SHA-256 row to HMAC on its first use.
+   * The live token a secret names, or a reason it is refused. `find` looks a token up by the HMAC
+   * of its secret (the identity snapshot; the database by default). Upgrades a legacy SHA-256 row
+   * to HMAC on its first use; stamps `last_used_at` (see `stampUse`).
    */
-  async resolve(secret: string): Promise<ResolvedToken | { refused: string }> {
+  async resolve(secret: string, find: (hmac: string) => Promise<ResolvedToken | undefined> = (hmac) => this.findByHmac(hmac)): Promise<ResolvedToken | { refused: string }> {
     if (!hasValidChecksum(secret) && !(await this.hasLegacyRow(secret))) return { refused: 'unknown token' };
     const hmac = this.hmac(secret);
-    let token = (await this.storage.db.selectFrom('personal_access_tokens').selectAll().where('token_hash', '=', hmac).where('hash_kind', '=', 'hmac').executeTakeFirst()) as
-      | TokenRow
-      | undefined;
-    if (!token) {
-      const legacy = crypto.createHash('sha256').update(secret).digest('hex');
-      token = (await this.storage.db
-        .updateTable('personal_access_tokens')
-        .set({ token_hash: hmac, hash_kind: 'hmac' })
-        .where('token_hash', '=', legacy)
-        .where('hash_kind', '=', 'sha256')
-        .returningAll()
-        .executeTakeFirst()) as TokenRow | undefined;
-    }
-    if (!token) return { refused: 'unknown token' };
+    const resolved = (await find(hmac)) ?? (await this.upgradeLegacy(secret, hmac));
+    if (!resolved) return { refused: 'unknown token' };
+    const { token } = resolved;
     if (token.revoked_at) return { refused: 'token revoked' };
     const now = this.storage.now();
     if (token.expires_at && token.expires_at <= now) return { refused: 'token expired' };
-    await this.storage.db.updateTable('personal_access_tokens').set({ last_used_at: now }).where('id', '=', token.id).execute();
-    return { token, scopes: this.storage.decodeJson<string[] | null>(token.scopes) ?? null };
+    await this.stampUse(token.id, now);
+    return resolved;
+  }
+
+  async findByHmac(hmac: string): Promise<ResolvedToken | undefined> {
+    const row = (await this.storage.db.selectFrom('personal_access_tokens').selectAll().where('token_hash', '=', hmac).where('hash_kind', '=', 'hmac').executeTakeFirst()) as TokenRow | undefined;
+    return row && this.resolved(row);
+  }
+
+  private async upgradeLegacy(secret: string, hmac: string): Promise<ResolvedToken | undefined> {
+    const legacy = crypto.createHash('sha256').update(secret).digest('hex');
+    const row = (await this.storage.db
+      .updateTable('personal_access_tokens')
+      .set({ token_hash: hmac, hash_kind: 'hmac' })
+      .where('token_hash', '=', legacy)
+      .where('hash_kind', '=', 'sha256')
+      .returningAll()
+      .executeTakeFirst()) as TokenRow | undefined;
+    return row && this.resolved(row);
+  }
+
+  private resolved(row: TokenRow): ResolvedToken {
+    const scopes = this.storage.decodeJson<string[] | null>(row.scopes) ?? null;
+    return { token: row, scopes: scopes && new Set(scopes) };
+  }
+
+  /**
+   * Writes `last_used_at` at most once a minute per token and instance (as GitLab does, at a
+   * coarser grain): a write on every request would cost more than the request itself.
+   */
+  private async stampUse(tokenId: number, now: string): Promise<void> {
+    const nowMs = Date.parse(now);
+    const last = this.lastStamped.get(tokenId);
+    if (last !== undefined && nowMs - last < LAST_USED_RESOLUTION_MS) return;
+    this.lastStamped.delete(tokenId);
+    if (this.lastStamped.size >= STAMPED_TOKENS_KEPT) this.lastStamped.delete(this.lastStamped.keys().next().value!);
+    this.lastStamped.set(tokenId, nowMs);
+    await this.storage.db.updateTable('personal_access_tokens').set({ last_used_at: now }).where('id', '=', tokenId).execute();
   }
 
   async listForUser(userId: number): Promise<TokenInfo[]> {

@@ -1,4 +1,18 @@
-import type { Migration } from '../../storage/index.ts';
+import type { Migration, TrackedTable } from '../../storage/index.ts';
+
+/** The counter the identity snapshot is checked against (kernel/identity/identity-snapshot.ts). */
+export const IDENTITY_COUNTER = 'identity';
+
+/** Every table the request path reads identity from; a token's `last_used_at` stamp is not a change. */
+const IDENTITY_TABLES: TrackedTable[] = [
+  { table: 'users' },
+  { table: 'organizations' },
+  { table: 'organization_members' },
+  { table: 'groups' },
+  { table: 'group_capabilities' },
+  { table: 'group_members' },
+  { table: 'personal_access_tokens', columns: ['user_id', 'token_hash', 'hash_kind', 'scopes', 'expires_at', 'revoked_at'] },
+];
 
 /**
  * The kernel's own tables: the identity every request is resolved against (auth and tenancy are
@@ -116,6 +130,14 @@ export const kernelMigrations: Record<string, Migration> = {
       await db.schema.dropTable('personal_access_tokens').execute();
       await db.schema.alterTable('users').dropColumn('reset_token_expires_at').execute();
       await db.schema.alterTable('users').dropColumn('reset_token_hash').execute();
+    },
+  },
+  '2026-11-22T0000_identity_change_counter': {
+    async up({ db, storage }) {
+      await storage.trackChanges(db, IDENTITY_COUNTER, IDENTITY_TABLES);
+    },
+    async down({ db, storage }) {
+      await storage.untrackChanges(db, IDENTITY_COUNTER, IDENTITY_TABLES);
     },
   },
 };

@@ -1,9 +1,8 @@
-import Router from '@koa/router';
 import type { Context, Middleware } from 'koa';
-import { problems, HttpProblem } from '../problem.ts';
 import type { RouteDefinition } from '../route.ts';
 import type { LoadedPlugin } from './loaded-plugin.ts';
 import { pluginErrors, type PluginLoadError } from './plugin-errors.ts';
+import { RouteTable } from './route-table.ts';
 
 /** A route as served: its declaration, the plugin version that owns it and its full path. */
 export interface MountedRoute {
@@ -24,7 +23,6 @@ export interface CapabilityInfo {
 /** Turns a mounted route into the Koa middleware that serves it (auth, validation, handler). */
 export type RouteCompiler = (mounted: MountedRoute) => Middleware;
 
-const toKoaPath = (path: string) => path.replace(/\{([^}]+)\}/g, ':$1');
 const routeKey = (method: string, path: string) => `${method.toUpperCase()} ${path.replace(/\{[^}]+\}/g, '{}')}`;
 
 export function mountedRoutes(plugin: LoadedPlugin): MountedRoute[] {
@@ -73,8 +71,7 @@ export function findConflict(candidate: LoadedPlugin, others: Iterable<LoadedPlu
 export class Generation {
   readonly routes: MountedRoute[];
   readonly capabilities: Map<string, CapabilityInfo>;
-  private readonly router = new Router();
-  private readonly routerMiddleware: Middleware;
+  private readonly table: RouteTable;
   private openapiCache: Record<string, unknown> | undefined;
 
   constructor(
@@ -83,25 +80,15 @@ export class Generation {
     compile: RouteCompiler,
   ) {
     this.routes = [...plugins.values()].flatMap(mountedRoutes).sort((a, b) => a.path.localeCompare(b.path) || a.route.method.localeCompare(b.route.method));
-    // Static segments must win over parameters (`/recipe-types` before `/{id}`): register them first.
-    const specificity = (p: string) => p.split('/').map((s) => (s.startsWith('{') ? '1' : '0')).join('');
-    for (const mounted of [...this.routes].sort((a, b) => specificity(a.path).localeCompare(specificity(b.path)))) {
-      this.router.register(toKoaPath(mounted.path), [mounted.route.method.toUpperCase()], compile(mounted));
-    }
-    this.routerMiddleware = this.router.routes() as unknown as Middleware;
+    this.table = new RouteTable(this.routes.map((mounted) => ({ path: mounted.path, method: mounted.route.method, serve: compile(mounted) })));
     this.capabilities = new Map(
       [...plugins.values()].flatMap((p) => p.manifest.capabilities.map((c) => [c.name, { ...c, pluginId: p.id }] as const)),
     );
   }
 
   /** Serves a request from this generation; an unknown path is 404, a known path with another method 405. */
-  async dispatch(ctx: Context): Promise<void> {
-    await this.routerMiddleware(ctx, async () => {
-      const match = this.router.match(ctx.path, ctx.method);
-      if (match.path.length === 0) throw problems.notFound(`no route ${ctx.method} ${ctx.path}`);
-      const allowed = [...new Set(match.path.flatMap((layer) => layer.methods))].join(', ');
-      throw new HttpProblem(405, `${ctx.method} is not allowed on ${ctx.path}`, { headers: { Allow: allowed } });
-    });
+  dispatch(ctx: Context): Promise<void> {
+    return this.table.dispatch(ctx);
   }
 
   /** The OpenAPI document of this generation, built once on first use. */

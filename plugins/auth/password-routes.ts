@@ -11,7 +11,7 @@ import type { AuthServices } from './services.ts';
 const hashResetToken = (token: string) => crypto.createHash('sha256').update(token).digest('hex');
 
 /** Password change, forgotten password and reset (spec §3.2, §5.10). */
-export function passwordRoutes({ users, sessions, mail, audit, config, logger }: AuthServices) {
+export function passwordRoutes({ users, sessions, mail, config, logger }: AuthServices) {
   return [
     defineRoute({
       method: 'post',
@@ -20,7 +20,7 @@ export function passwordRoutes({ users, sessions, mail, audit, config, logger }:
       security: 'bearer',
       request: { body: z.object({ old_password: z.string().min(1), new_password: z.string().min(1) }) },
       responses: { 200: { description: 'Password changed', schema: s.statusMessageSchema } },
-      handler: async ({ body, principal }) => {
+      handler: async ({ body, principal, audit }) => {
         const user = await users.require(principal!.userId);
         if (!(await users.checkPassword(user, body.old_password))) {
           await audit.record({ action: 'auth.password.change', outcome: 'failure', targetType: 'user', targetId: user.id, details: { reason: 'wrong old password' } });
@@ -40,7 +40,7 @@ export function passwordRoutes({ users, sessions, mail, audit, config, logger }:
       security: 'none',
       request: { body: z.object({ email: z.string().min(3).max(320) }) },
       responses: { 202: { description: 'Accepted', schema: s.statusMessageSchema } },
-      handler: async ({ body }) => {
+      handler: async ({ body, audit }) => {
         const user = await users.findByEmail(body.email);
         await audit.record({ action: 'auth.password.forgot', actor: { userId: null, username: null }, targetType: 'user', targetId: user?.id ?? null, orgId: user?.default_org_id ?? null, details: { known_address: !!user } });
         if (user?.is_active) {
@@ -65,7 +65,7 @@ export function passwordRoutes({ users, sessions, mail, audit, config, logger }:
       security: 'none',
       request: { body: z.object({ token: z.string().min(1).max(200), new_password: z.string().min(1) }) },
       responses: { 200: { description: 'A fresh access token', schema: s.accessTokenSchema } },
-      handler: async ({ body }) => {
+      handler: async ({ body, audit }) => {
         const tokenHash = hashResetToken(body.token);
         const pending = await users.findByResetToken(tokenHash);
         if (!pending) throw problems.badRequest('invalid or expired reset token', [{ path: 'body.token', message: 'invalid or expired' }]);

@@ -6,7 +6,6 @@ export const authDeps = {
   sessions: kernelServices.sessions,
   tokens: kernelServices.tokens,
   mail: kernelServices.mail,
-  audit: kernelServices.audit,
   capabilities: kernelServices.capabilities,
   config: kernelServices.config,
   logger: kernelServices.logger,

@@ -12,7 +12,7 @@ export function sessionRoutes({ sessions }: AuthServices) {
       security: 'none',
       request: { body: z.object({ username: z.string().min(1).max(320), password: z.string().min(1).max(1024) }) },
       responses: { 200: { description: 'An access token (JWT)', schema: s.accessTokenSchema } },
-      handler: ({ body }) => sessions.login(body.username, body.password),
+      handler: ({ body, audit }) => sessions.login(body.username, body.password, audit),
     }),
     defineRoute({
       method: 'post',
@@ -21,7 +21,7 @@ export function sessionRoutes({ sessions }: AuthServices) {
       security: 'none',
       request: { body: z.object({ id_token: z.string().min(1).max(16_384) }) },
       responses: { 200: { description: 'An access token (JWT)', schema: s.accessTokenSchema } },
-      handler: ({ body }) => sessions.exchangeIdToken(body.id_token),
+      handler: ({ body, audit }) => sessions.exchangeIdToken(body.id_token, audit),
     }),
   ];
 }

@@ -9,7 +9,7 @@ const mintedSchema = s.tokenInfoSchema
   .meta({ id: 'MintedPersonalAccessToken' });
 
 /** Personal access tokens: mint, list, revoke; org-admin governance (spec §2.3, §3.1, §5.5–5.9). */
-export function tokenRoutes({ tokens, audit, capabilities }: AuthServices) {
+export function tokenRoutes({ tokens, capabilities }: AuthServices) {
   return [
     defineRoute({
       method: 'post',
@@ -24,7 +24,7 @@ export function tokenRoutes({ tokens, audit, capabilities }: AuthServices) {
         }),
       },
       responses: { 201: { description: 'The token, with its secret', schema: mintedSchema } },
-      handler: async ({ body, principal }) => {
+      handler: async ({ body, principal, audit }) => {
         if (body.scopes) {
           const unknown = body.scopes.filter((name) => !capabilities.has(name));
           if (unknown.length) throw problems.badRequest(`unknown scopes: ${unknown.join(', ')} (GET /api/auth/scopes lists them)`, unknown.map((name) => ({ path: `body.scopes.${body.scopes!.indexOf(name)}`, message: `unknown scope ${name}` })));
@@ -51,7 +51,7 @@ export function tokenRoutes({ tokens, audit, capabilities }: AuthServices) {
       security: 'bearer',
       request: { params: s.idParam('id') },
       responses: { 200: { description: 'The revoked token', schema: s.tokenInfoSchema } },
-      handler: async ({ params, principal }) => {
+      handler: async ({ params, principal, audit }) => {
         const { info, revokedNow } = await tokens.revokeOwn(principal!.userId, params.id as number);
         if (revokedNow) await audit.record({ action: 'token.revoke', targetType: 'token', targetId: info.id, details: { token_name: info.name } });
         return info;
@@ -76,7 +76,7 @@ export function tokenRoutes({ tokens, audit, capabilities }: AuthServices) {
       orgScoped: true,
       request: { params: s.idParam('id') },
       responses: { 200: { description: 'The revoked token', schema: s.tokenInfoSchema } },
-      handler: async ({ params, orgId, principal }) => {
+      handler: async ({ params, orgId, principal, audit }) => {
         const { info, revokedNow } = await tokens.revokeInOrganization(orgId!, params.id as number, principal!);
         if (revokedNow) await audit.record({ action: 'token.revoke', targetType: 'token', targetId: info.id, details: { token_name: info.name, owner_id: info.user_id, by_org_admin: true } });
         return info;

@@ -40,9 +40,9 @@ const typeSchema = z
 
 /** The `connectors` router: connectors of the organization, and the connector types plugins contribute. */
 export default definePlugin({
-  deps: { storage: kernelServices.storage, vault: kernelServices.vault, audit: kernelServices.audit },
+  deps: { storage: kernelServices.storage, vault: kernelServices.vault },
   migrations: connectorMigrations,
-  init: ({ storage, vault, audit }, ctx) => {
+  init: ({ storage, vault }, ctx) => {
     const types = new Map<string, { value: ConnectorType; pluginId: string }>();
     ctx.provideExtensionPoint(connectorTypes, ({ value, pluginId }) => {
       const entry = { value, pluginId };
@@ -98,7 +98,7 @@ export default definePlugin({
           capability: 'connectors.manage',
           request: { body: z.object({ name: z.string().trim().min(1).max(200), type: z.string().min(1), config: z.record(z.string(), z.unknown()) }) },
           responses: { 201: { description: 'The connector', schema: connectorSchema } },
-          handler: async ({ body, orgId, principal }) => {
+          handler: async ({ body, orgId, principal, audit }) => {
             const type = types.get(body.type)?.value;
             if (!type) throw problems.badRequest(`unknown connector type "${body.type}" (GET /api/connectors/types lists them)`, [{ path: 'body.type', message: 'unknown type' }]);
             const row = await store.create(orgId!, { name: body.name, type: body.type, config: validConfig(type, body.config) }, principal!.userId);
@@ -138,7 +138,7 @@ export default definePlugin({
               .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
           },
           responses: { 200: { description: 'The connector', schema: connectorSchema } },
-          handler: async ({ params, body, orgId }) => {
+          handler: async ({ params, body, orgId, audit }) => {
             const row = await store.get(orgId!, params.id as number);
             const config = body.config ? validConfig(typeOf(row), body.config, row.config) : undefined;
             const updated = await store.update(orgId!, row.id, { name: body.name, config });
@@ -154,7 +154,7 @@ export default definePlugin({
           capability: 'connectors.manage',
           request: { params: idParams },
           responses: { 204: { description: 'Deleted' } },
-          handler: async ({ params, orgId }) => {
+          handler: async ({ params, orgId, audit }) => {
             await store.remove(orgId!, params.id as number);
             await audit.record({ action: 'connector.delete', targetType: 'connector', targetId: params.id as number });
             return reply(204);
@@ -188,7 +188,7 @@ export default definePlugin({
           capability: 'connectors.use',
           request: { params: z.object({ id: z.coerce.number().int().positive(), action: z.string().min(1) }), body: z.record(z.string(), z.unknown()) },
           responses: { 200: { description: 'What the peer answered', schema: z.object({ result: z.unknown() }) } },
-          handler: async ({ params, body, orgId, principal }) => {
+          handler: async ({ params, body, orgId, principal, audit }) => {
             const row = await store.get(orgId!, params.id);
             const type = typeOf(row);
             const action = type.actions[params.action];
@@ -197,7 +197,7 @@ export default definePlugin({
             if (!args.success) throw problems.badRequest(`invalid arguments for ${params.action}`, fieldErrorsOf(args.error.issues, 'body'));
             let result;
             try {
-              result = await action.run({ config: store.open(row.config), args: args.data, orgId: orgId!, principal: principal! });
+              result = await action.run({ config: store.open(row.config), args: args.data, orgId: orgId!, principal: principal!, audit });
             } catch (err) {
               await audit.record({ action: 'connector.action', outcome: 'failure', targetType: 'connector', targetId: row.id, details: { action: params.action, reason: (err as Error).message } });
               if (err instanceof OutboundRefusedError) throw problems.unprocessable(err.message);

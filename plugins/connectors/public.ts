@@ -1,6 +1,6 @@
 /** The connectors plugin's public contract: how a connector-type plugin contributes its type. */
 import type { ZodObject, ZodType } from 'zod';
-import { extensionPoint, type Principal } from '../../kernel/plugin-api.ts';
+import { extensionPoint, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
 
 /** What an action answers: the body for the caller, and the receiver's status when it failed. */
 export interface ActionResult {
@@ -12,7 +12,8 @@ export interface ActionResult {
 export interface ConnectorAction<A = any> {
   description: string;
   args: ZodType<A>;
-  run(input: { config: Record<string, unknown>; args: A; orgId: number; principal: Principal }): Promise<ActionResult>;
+  /** `audit` records on behalf of the request that runs the action. */
+  run(input: { config: Record<string, unknown>; args: A; orgId: number; principal: Principal; audit: RequestAudit }): Promise<ActionResult>;
 }
 
 export interface ConnectorType {

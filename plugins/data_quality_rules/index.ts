@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { definePlugin, defineRoute, fieldErrorsOf, identitySchemas as s, kernelServices, problems, reply, type Principal } from '../../kernel/plugin-api.ts';
+import { definePlugin, defineRoute, fieldErrorsOf, identitySchemas as s, kernelServices, problems, reply, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import { datasetCatalog, PII_MASK, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
 import { evaluate, SAMPLE_ROWS, type Evaluation } from './evaluate.ts';
@@ -75,22 +75,22 @@ class RuleRunner {
    * A custom-SQL rule runs through the governed SQL path, as its caller: the same checks, masking,
    * row policies, time limit and audit as POST /api/sql.
    */
-  async customSql(dataset: DatasetInfo, condition: string, principal: Principal): Promise<Evaluation> {
-    const count = await this.sql.run({ sql: failingRowsSql(dataset, condition, 'count(*)'), timeout_ms: 30_000 }, dataset.org_id, principal);
+  async customSql(dataset: DatasetInfo, condition: string, principal: Principal, audit: RequestAudit): Promise<Evaluation> {
+    const count = await this.sql.run({ sql: failingRowsSql(dataset, condition, 'count(*)'), timeout_ms: 30_000 }, dataset.org_id, principal, audit);
     const failing = Number(count.rows[0][0]);
-    const sample = failing ? await this.sql.run({ sql: failingRowsSql(dataset, condition, '*'), limit: SAMPLE_ROWS }, dataset.org_id, principal) : null;
+    const sample = failing ? await this.sql.run({ sql: failingRowsSql(dataset, condition, '*'), limit: SAMPLE_ROWS }, dataset.org_id, principal, audit) : null;
     const pii = new Set(dataset.columns.filter((c) => c.pii).map((c) => c.name));
     const rows = (sample?.rows ?? []).map((row) => Object.fromEntries(sample!.columns.map((c, i) => [c.name, pii.has(c.name) && row[i] !== null ? PII_MASK : row[i]])));
     return { status: failing ? 'failed' : 'passed', failing_rows: failing, sample: rows, message: failing ? `${failing} rows break the condition` : 'every row meets the condition', observed: null };
   }
 
-  async run(rule: Rule, dataset: DatasetInfo, principal: Principal) {
+  async run(rule: Rule, dataset: DatasetInfo, principal: Principal, audit: RequestAudit) {
     const startedAt = this.storage.now();
     const started = performance.now();
     let result;
     try {
       if (rule.type === 'custom_sql') {
-        result = await this.customSql(dataset, (rule.params as { condition: string }).condition, principal);
+        result = await this.customSql(dataset, (rule.params as { condition: string }).condition, principal, audit);
       } else {
         const { condition } = await this.catalog.scope(principal, dataset);
         result = await evaluate(this.storage, this.catalog, dataset, { type: rule.type, params: rule.params } as RuleDefinition, condition);
@@ -103,9 +103,9 @@ class RuleRunner {
 }
 
 /** A custom-SQL condition must be one the governed path accepts: tried once, the refusal named. */
-async function checkCondition(sql: GovernedSql, dataset: DatasetInfo, condition: string, principal: Principal) {
+async function checkCondition(sql: GovernedSql, dataset: DatasetInfo, condition: string, principal: Principal, audit: RequestAudit) {
   try {
-    await sql.run({ sql: failingRowsSql(dataset, condition, 'count(*)'), limit: 1, timeout_ms: 5_000 }, dataset.org_id, principal);
+    await sql.run({ sql: failingRowsSql(dataset, condition, 'count(*)'), limit: 1, timeout_ms: 5_000 }, dataset.org_id, principal, audit);
   } catch (err) {
     const detail = (err as { detail?: string }).detail ?? (err as Error).message;
     throw problems.badRequest(`the condition is not usable: ${detail}`, [{ path: 'body.params.condition', message: detail }]);
@@ -114,9 +114,9 @@ async function checkCondition(sql: GovernedSql, dataset: DatasetInfo, condition:
 
 /** The `data_quality_rules` router (/api/data-quality): rules on datasets, runs and their history. */
 export default definePlugin({
-  deps: { storage: kernelServices.storage, audit: kernelServices.audit },
+  deps: { storage: kernelServices.storage },
   migrations: qualityMigrations,
-  init: ({ storage, audit }, ctx) => {
+  init: ({ storage }, ctx) => {
     const catalog = ctx.useService(datasetCatalog);
     const sqlService = ctx.useService(governedSql);
     const rules = new RuleStore(storage);
@@ -141,10 +141,10 @@ export default definePlugin({
           capability: 'datasets.write',
           request: { body: z.object({ dataset_id: z.number().int().positive(), ...ruleFields }) },
           responses: { 201: { description: 'The rule', schema: ruleSchema } },
-          handler: async ({ body, orgId, principal }) => {
+          handler: async ({ body, orgId, principal, audit }) => {
             const dataset = await catalog.get(orgId!, body.dataset_id);
             const definition = checkDefinition(body, dataset);
-            if (definition.type === 'custom_sql') await checkCondition(sqlService, dataset, definition.params.condition, principal!);
+            if (definition.type === 'custom_sql') await checkCondition(sqlService, dataset, definition.params.condition, principal!, audit);
             const rule = await rules.create(orgId!, { ...body, ...definition });
             await audit.record({ action: 'dq.rule.create', targetType: 'dq_rule', targetId: rule.id, details: { dataset_id: dataset.id, type: rule.type } });
             return reply(201, rule);
@@ -183,12 +183,12 @@ export default definePlugin({
               .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
           },
           responses: { 200: { description: 'The rule', schema: ruleSchema } },
-          handler: async ({ params, body, orgId, principal }) => {
+          handler: async ({ params, body, orgId, principal, audit }) => {
             const rule = await rules.get(orgId!, params.id as number);
             if (body.params) {
               const dataset = await catalog.get(orgId!, rule.dataset_id);
               const definition = checkDefinition({ type: rule.type, params: body.params }, dataset);
-              if (definition.type === 'custom_sql') await checkCondition(sqlService, dataset, definition.params.condition, principal!);
+              if (definition.type === 'custom_sql') await checkCondition(sqlService, dataset, definition.params.condition, principal!, audit);
             }
             const updated = await rules.update(orgId!, rule.id, body);
             await audit.record({ action: 'dq.rule.update', targetType: 'dq_rule', targetId: rule.id, details: { changes: Object.keys(body) } });
@@ -203,7 +203,7 @@ export default definePlugin({
           capability: 'datasets.write',
           request: { params: idParams },
           responses: { 204: { description: 'Deleted' } },
-          handler: async ({ params, orgId }) => {
+          handler: async ({ params, orgId, audit }) => {
             await rules.remove(orgId!, params.id as number);
             await audit.record({ action: 'dq.rule.delete', targetType: 'dq_rule', targetId: params.id as number });
             return reply(204);
@@ -217,9 +217,9 @@ export default definePlugin({
           capability: 'datasets.read',
           request: { params: idParams },
           responses: { 200: { description: 'The run', schema: runSchema } },
-          handler: async ({ params, orgId, principal }) => {
+          handler: async ({ params, orgId, principal, audit }) => {
             const rule = await rules.get(orgId!, params.id as number);
-            return runner.run(rule, await catalog.get(orgId!, rule.dataset_id), principal!);
+            return runner.run(rule, await catalog.get(orgId!, rule.dataset_id), principal!, audit);
           },
         }),
         defineRoute({
@@ -249,10 +249,10 @@ export default definePlugin({
               schema: z.object({ dataset_id: z.number().int(), status: z.enum(['passed', 'warned', 'failed']), runs: z.array(runSchema) }).meta({ id: 'DataQualityReport' }),
             },
           },
-          handler: async ({ params, orgId, principal }) => {
+          handler: async ({ params, orgId, principal, audit }) => {
             const dataset = await catalog.get(orgId!, params.id as number);
             const runs = [];
-            for (const rule of (await rules.list(orgId!, dataset.id)).filter((r) => r.enabled)) runs.push(await runner.run(rule, dataset, principal!));
+            for (const rule of (await rules.list(orgId!, dataset.id)).filter((r) => r.enabled)) runs.push(await runner.run(rule, dataset, principal!, audit));
             const bad = runs.filter((r) => r.status !== 'passed');
             const status = bad.some((r) => r.severity === 'error') ? 'failed' : bad.length ? 'warned' : 'passed';
             await audit.record({ action: 'dq.dataset.run', targetType: 'dataset', targetId: dataset.id, details: { status, rules: runs.length } });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, identitySchemas as s, problems, reply, type ServiceType, type kernelServices } from '../../kernel/plugin-api.ts';
+import { defineRoute, identitySchemas as s, problems, reply } from '../../kernel/plugin-api.ts';
 import { DATA_COLUMN_TYPES } from '../../storage/index.ts';
 import type { ContractService } from './contracts.ts';
 import type { DatasetStore } from './dataset-store.ts';
@@ -37,7 +37,7 @@ const idParams = s.idParam('id');
 const base = { security: 'bearer', orgScoped: true } as const;
 
 /** Schema contracts and drift of a dataset (spec §2.6, §3.3). */
-export function contractRoutes({ store, contracts, audit }: { store: DatasetStore; contracts: ContractService; audit: ServiceType<typeof kernelServices.audit> }) {
+export function contractRoutes({ store, contracts }: { store: DatasetStore; contracts: ContractService }) {
   return [
     defineRoute({
       ...base,
@@ -71,7 +71,7 @@ export function contractRoutes({ store, contracts, audit }: { store: DatasetStor
       capability: 'datasets.write',
       request: { params: idParams },
       responses: { 201: { description: 'The new current contract', schema: contractSchema } },
-      handler: async ({ params, orgId, principal }) => {
+      handler: async ({ params, orgId, principal, audit }) => {
         const dataset = await store.get(orgId!, params.id as number);
         if (dataset.columns.length === 0) throw problems.unprocessable('the dataset has no columns yet: there is no schema to capture');
         const contract = await contracts.capture(dataset, principal!.userId);

@@ -12,9 +12,9 @@ import { datasetRoutes, parseUploadLimit, seesPii } from './routes.ts';
 
 /** The `datasets` router: datasets as real tables, CSV and JSON ingest, row queries, export, schema contracts. */
 export default definePlugin({
-  deps: { storage: kernelServices.storage, audit: kernelServices.audit, config: kernelServices.config, groups: kernelServices.groups },
+  deps: { storage: kernelServices.storage, config: kernelServices.config, groups: kernelServices.groups },
   migrations: datasetMigrations,
-  init: ({ storage, audit, config, groups }, ctx) => {
+  init: ({ storage, config, groups }, ctx) => {
     const store = new DatasetStore(storage, ctx.useService(projectCatalog));
     ctx.contribute(projectDeleteGuards, async (orgId, projectId) => {
       const count = await store.countInProject(orgId, projectId);
@@ -35,9 +35,9 @@ export default definePlugin({
     });
     return {
       routes: [
-        ...datasetRoutes({ store, policies, loader, storage, audit, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT) }),
-        ...policyRoutes({ store, policies, audit }),
-        ...contractRoutes({ store, contracts, audit }),
+        ...datasetRoutes({ store, policies, loader, storage, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT) }),
+        ...policyRoutes({ store, policies }),
+        ...contractRoutes({ store, contracts }),
       ],
     };
   },

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, identitySchemas as s, reply, type ServiceType, type kernelServices } from '../../kernel/plugin-api.ts';
+import { defineRoute, identitySchemas as s, reply } from '../../kernel/plugin-api.ts';
 import type { DatasetStore } from './dataset-store.ts';
 import type { RowPolicies } from './row-policies.ts';
 
@@ -17,7 +17,7 @@ const policySchema = z
 const base = { security: 'bearer', orgScoped: true } as const;
 
 /** Row policies of a dataset, managed by organization admins. */
-export function policyRoutes({ store, policies, audit }: { store: DatasetStore; policies: RowPolicies; audit: ServiceType<typeof kernelServices.audit> }) {
+export function policyRoutes({ store, policies }: { store: DatasetStore; policies: RowPolicies }) {
   return [
     defineRoute({
       ...base,
@@ -41,7 +41,7 @@ export function policyRoutes({ store, policies, audit }: { store: DatasetStore; 
         body: z.object({ group_id: z.number().int().positive(), filters: z.array(z.string().min(3)).min(1).max(50), description: z.string().max(2000).nullable().optional() }),
       },
       responses: { 201: { description: 'The policy', schema: policySchema } },
-      handler: async ({ params, body, orgId }) => {
+      handler: async ({ params, body, orgId, audit }) => {
         const dataset = await store.get(orgId!, params.id as number);
         const policy = await policies.create(dataset, body);
         await audit.record({ action: 'dataset.row_policy.create', targetType: 'dataset', targetId: dataset.id, details: { policy_id: policy.id, group_id: policy.group_id, filters: policy.filters } });
@@ -56,7 +56,7 @@ export function policyRoutes({ store, policies, audit }: { store: DatasetStore; 
       capability: 'org.admin',
       request: { params: z.object({ id: z.coerce.number().int().positive(), policy_id: z.coerce.number().int().positive() }) },
       responses: { 204: { description: 'Removed' } },
-      handler: async ({ params, orgId }) => {
+      handler: async ({ params, orgId, audit }) => {
         const dataset = await store.get(orgId!, params.id);
         await policies.remove(dataset, params.policy_id);
         await audit.record({ action: 'dataset.row_policy.delete', targetType: 'dataset', targetId: dataset.id, details: { policy_id: params.policy_id } });

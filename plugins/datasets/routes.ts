@@ -20,7 +20,6 @@ export interface DatasetRouteDeps {
   policies: RowPolicies;
   loader: DatasetLoader;
   storage: ServiceType<typeof kernelServices.storage>;
-  audit: ServiceType<typeof kernelServices.audit>;
   uploadLimitBytes: number;
 }
 
@@ -30,7 +29,7 @@ const publicDataset = ({ table_name: _table, created_by: _by, ...dataset }: Data
 const idParams = s.idParam('id');
 const base = { security: 'bearer', orgScoped: true } as const;
 
-export function datasetRoutes({ store, policies, loader, storage, audit, uploadLimitBytes }: DatasetRouteDeps) {
+export function datasetRoutes({ store, policies, loader, storage, uploadLimitBytes }: DatasetRouteDeps) {
   const visibility = async (principal: Principal, dataset: Dataset) => ({ seePii: seesPii(principal), scope: (await policies.scope(principal, dataset)).condition });
 
   const columnsInput = z
@@ -53,7 +52,7 @@ export function datasetRoutes({ store, policies, loader, storage, audit, uploadL
       capability: 'datasets.write',
       request: { body: z.object({ name: datasetName, project_id: z.number().int().positive(), description: z.string().max(5000).nullable().optional(), columns: columnsInput.default([]) }) },
       responses: { 201: { description: 'The dataset', schema: datasetSchema } },
-      handler: async ({ body, orgId, principal }) => {
+      handler: async ({ body, orgId, principal, audit }) => {
         const dataset = await store.create(orgId!, body as { name: string; project_id: number; description?: string | null; columns: DatasetColumn[] }, principal!.userId);
         await audit.record({ action: 'dataset.create', targetType: 'dataset', targetId: dataset.id, details: { name: dataset.name, project_id: dataset.project_id } });
         return reply(201, publicDataset(dataset));
@@ -106,7 +105,7 @@ export function datasetRoutes({ store, policies, loader, storage, audit, uploadL
           .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
       },
       responses: { 200: { description: 'The dataset', schema: datasetSchema } },
-      handler: async ({ params, body, orgId }) => {
+      handler: async ({ params, body, orgId, audit }) => {
         const dataset = await store.get(orgId!, params.id as number);
         let columns: DatasetColumn[] | undefined;
         if (body.columns) {
@@ -131,7 +130,7 @@ export function datasetRoutes({ store, policies, loader, storage, audit, uploadL
       capability: 'datasets.write',
       request: { params: idParams },
       responses: { 204: { description: 'Deleted' } },
-      handler: async ({ params, orgId }) => {
+      handler: async ({ params, orgId, audit }) => {
         const dataset = await store.remove(orgId!, params.id as number);
         await audit.record({ action: 'dataset.delete', targetType: 'dataset', targetId: dataset.id, details: { name: dataset.name } });
         return reply(204);
@@ -151,7 +150,7 @@ export function datasetRoutes({ store, policies, loader, storage, audit, uploadL
         stream: { contentTypes: UPLOAD_TYPES, description: 'A CSV file with a header line (UTF-8)' },
       },
       responses: { 200: { description: 'The dataset after the load', schema: loadResultSchema } },
-      handler: async ({ params, query, orgId, koa }) => {
+      handler: async ({ params, query, orgId, koa, audit }) => {
         const dataset = await store.get(orgId!, params.id as number);
         const records = readCsv(await uploadedFile(koa), uploadLimitBytes);
         const { columns, batches } = await csvRows(records, dataset.columns, query.mode);
@@ -168,7 +167,7 @@ export function datasetRoutes({ store, policies, loader, storage, audit, uploadL
       capability: 'datasets.write',
       request: { params: idParams, body: z.array(z.record(z.string(), z.unknown())).min(1).max(10_000) },
       responses: { 200: { description: 'The dataset after the load', schema: loadResultSchema } },
-      handler: async ({ params, body, orgId }) => {
+      handler: async ({ params, body, orgId, audit }) => {
         const dataset = await store.get(orgId!, params.id as number);
         if (dataset.columns.length === 0) throw problems.unprocessable('the dataset has no columns yet: declare them or upload a CSV first');
         const columns: DataColumn[] = dataset.columns.map(({ name, type }) => ({ name, type }));
@@ -223,7 +222,7 @@ export function datasetRoutes({ store, policies, loader, storage, audit, uploadL
       responses: {
         200: { description: 'The rows (CSV with a header line, or a JSON array of objects)', contentType: 'text/csv' },
       },
-      handler: async ({ params, query, orgId, principal }) => {
+      handler: async ({ params, query, orgId, principal, audit }) => {
         const dataset = await store.get(orgId!, params.id as number);
         await audit.record({ action: 'dataset.export', targetType: 'dataset', targetId: dataset.id, details: { format: query.format, rows: dataset.row_count } });
         const type = query.format === 'csv' ? 'text/csv; charset=utf-8' : 'application/json; charset=utf-8';

@@ -6,8 +6,8 @@ const memberParams = z.object({ id: z.coerce.number().int().positive(), user_id:
 
 /** The `groups` router: groups of the current organization, carrying capabilities. */
 export default definePlugin({
-  deps: { groups: kernelServices.groups, capabilities: kernelServices.capabilities, audit: kernelServices.audit },
-  init: ({ groups, capabilities, audit }) => {
+  deps: { groups: kernelServices.groups, capabilities: kernelServices.capabilities },
+  init: ({ groups, capabilities }) => {
     const capabilityList = z.array(z.string()).max(200);
     const requireKnown = (names: string[] | undefined) => {
       const unknown = (names ?? []).filter((n) => !capabilities.has(n));
@@ -25,7 +25,7 @@ export default definePlugin({
           capability: 'org.admin',
           request: { body: z.object({ name: z.string().trim().min(1).max(200), description: z.string().max(2000).nullable().optional(), capabilities: capabilityList.default([]) }) },
           responses: { 201: { description: 'The group', schema: s.groupSchema } },
-          handler: async ({ body, orgId }) => {
+          handler: async ({ body, orgId, audit }) => {
             requireKnown(body.capabilities);
             const group = await groups.create(orgId!, body);
             await audit.record({ action: 'group.create', targetType: 'group', targetId: group.id, details: { name: group.name, capabilities: group.capabilities } });
@@ -64,7 +64,7 @@ export default definePlugin({
               .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
           },
           responses: { 200: { description: 'The group', schema: s.groupSchema } },
-          handler: async ({ params, body, orgId }) => {
+          handler: async ({ params, body, orgId, audit }) => {
             requireKnown(body.capabilities);
             const before = await groups.get(orgId!, params.id as number);
             const after = await groups.update(orgId!, params.id as number, body);
@@ -85,7 +85,7 @@ export default definePlugin({
           capability: 'org.admin',
           request: { params: groupIdParams },
           responses: { 204: { description: 'Deleted' } },
-          handler: async ({ params, orgId }) => {
+          handler: async ({ params, orgId, audit }) => {
             const group = await groups.get(orgId!, params.id as number);
             await groups.remove(orgId!, group.id);
             await audit.record({ action: 'group.delete', targetType: 'group', targetId: group.id, details: { name: group.name, capabilities: group.capabilities } });
@@ -110,7 +110,7 @@ export default definePlugin({
           capability: 'org.admin',
           request: { params: groupIdParams, body: z.object({ user_id: z.number().int().positive() }) },
           responses: { 201: { description: 'Added', schema: z.object({ group_id: z.number().int(), user_id: z.number().int() }) } },
-          handler: async ({ params, body, orgId }) => {
+          handler: async ({ params, body, orgId, audit }) => {
             await groups.addMember(orgId!, params.id as number, body.user_id);
             await audit.record({ action: 'group.member.add', targetType: 'group', targetId: params.id as number, details: { user_id: body.user_id } });
             return reply(201, { group_id: params.id as number, user_id: body.user_id });
@@ -124,7 +124,7 @@ export default definePlugin({
           capability: 'org.admin',
           request: { params: memberParams },
           responses: { 204: { description: 'Removed' } },
-          handler: async ({ params, orgId }) => {
+          handler: async ({ params, orgId, audit }) => {
             await groups.removeMember(orgId!, params.id, params.user_id);
             await audit.record({ action: 'group.member.remove', targetType: 'group', targetId: params.id, details: { user_id: params.user_id } });
             return reply(204);

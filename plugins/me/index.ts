@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { definePlugin, defineRoute, identitySchemas as s, kernelServices, toPublicUser } from '../../kernel/plugin-api.ts';
+import { definePlugin, defineRoute, identitySchemas as s, kernelServices } from '../../kernel/plugin-api.ts';
 
 const meSchema = z
   .object({
@@ -14,8 +14,8 @@ const meSchema = z
 
 /** `GET /api/me`: who you are, where, and what you may do. */
 export default definePlugin({
-  deps: { users: kernelServices.users, organizations: kernelServices.organizations, groups: kernelServices.groups },
-  init: ({ users, organizations, groups }) => ({
+  deps: { identity: kernelServices.identity },
+  init: ({ identity }) => ({
     routes: [
       defineRoute({
         method: 'get',
@@ -24,13 +24,10 @@ export default definePlugin({
         security: 'bearer',
         responses: { 200: { description: 'You', schema: meSchema } },
         handler: async ({ principal, orgId }) => {
-          const [user, orgs, myGroups] = await Promise.all([
-            users.require(principal!.userId),
-            organizations.list(principal!.userId),
-            orgId === null ? [] : groups.list(orgId, principal!.userId),
-          ]);
+          const { userId } = principal!;
+          const [user, orgs, myGroups] = await Promise.all([identity.user(userId), identity.organizationsOf(userId), orgId === null ? [] : identity.groupsOf(userId, orgId)]);
           return {
-            user: toPublicUser(user),
+            user: user!,
             current_org_id: orgId,
             organizations: orgs,
             groups: myGroups,

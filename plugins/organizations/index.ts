@@ -6,8 +6,8 @@ const memberSchema = z.object({ user_id: z.number().int(), username: z.string(),
 
 /** The `organizations` router: tenants and their members. */
 export default definePlugin({
-  deps: { organizations: kernelServices.organizations, groups: kernelServices.groups, audit: kernelServices.audit },
-  init: ({ organizations, groups, audit }) => {
+  deps: { organizations: kernelServices.organizations, groups: kernelServices.groups },
+  init: ({ organizations, groups }) => {
     /** Members see their organization; anyone else is told it does not exist. */
     const visible = async (principal: Principal, id: number) => {
       const org = await organizations.get(id);
@@ -32,7 +32,7 @@ export default definePlugin({
           capability: 'organizations.create',
           request: { body: z.object({ name: z.string().trim().min(1).max(200) }) },
           responses: { 201: { description: 'The organization', schema: s.organizationSchema } },
-          handler: async ({ body, principal }) => {
+          handler: async ({ body, principal, audit }) => {
             const org = await organizations.create(body.name, principal!.userId);
             await audit.record({ action: 'organization.create', targetType: 'organization', targetId: org.id, orgId: org.id, details: { name: org.name } });
             return reply(201, org);
@@ -74,7 +74,7 @@ export default definePlugin({
           security: 'bearer',
           request: { params: orgIdParams, body: z.object({ user_id: z.number().int().positive() }) },
           responses: { 201: { description: 'Added', schema: z.object({ org_id: z.number().int(), user_id: z.number().int() }) } },
-          handler: async ({ params, body, principal }) => {
+          handler: async ({ params, body, principal, audit }) => {
             const id = params.id as number;
             await administer(principal!, id);
             await organizations.addMember(id, body.user_id);
@@ -89,7 +89,7 @@ export default definePlugin({
           security: 'bearer',
           request: { params: z.object({ id: z.coerce.number().int().positive(), user_id: z.coerce.number().int().positive() }) },
           responses: { 204: { description: 'Removed' } },
-          handler: async ({ params, principal }) => {
+          handler: async ({ params, principal, audit }) => {
             await administer(principal!, params.id);
             await organizations.removeMember(params.id, params.user_id);
             await audit.record({ action: 'organization.member.remove', targetType: 'user', targetId: params.user_id, orgId: params.id });

@@ -27,8 +27,8 @@ const identifier = z.string().regex(/^[A-Za-z_][A-Za-z0-9_$]*$/, 'must be a plai
  * table or a read-only query into a dataset (streamed through a cursor, loaded all or nothing).
  */
 export default definePlugin({
-  deps: { outbound: kernelServices.outbound, audit: kernelServices.audit },
-  init: ({ outbound, audit }, ctx) => {
+  deps: { outbound: kernelServices.outbound },
+  init: ({ outbound }, ctx) => {
     const datasets = ctx.useService(datasetCatalog);
     const open = async <T>(config: Record<string, unknown>, work: Parameters<typeof withSource<T>>[2]) => {
       const source = sourceConfig(config);
@@ -82,7 +82,7 @@ export default definePlugin({
             })
             .strict()
             .refine((a) => (a.table === undefined) !== (a.query === undefined), 'give either table or query'),
-          async run({ config, args, orgId, principal }) {
+          async run({ config, args, orgId, principal, audit }) {
             if (!principal.capabilities.has('datasets.write')) throw problems.forbidden('importing into a dataset needs the capability "datasets.write"');
             const dataset = await datasets.get(orgId, args.dataset_id);
             const text = args.table ? `select * from ${quoteIdentifier(args.table.schema)}.${quoteIdentifier(args.table.name)}` : args.query!;

@@ -24,9 +24,9 @@ const projectKey = z
 
 /** The `projects` router: the containers datasets, imports and flows belong to. */
 export default definePlugin({
-  deps: { storage: kernelServices.storage, audit: kernelServices.audit },
+  deps: { storage: kernelServices.storage },
   migrations: projectMigrations,
-  init: ({ storage, audit }, ctx) => {
+  init: ({ storage }, ctx) => {
     const projects = new ProjectStore(storage);
     const deleteGuards = new Set<ProjectDeleteGuard>();
     ctx.provideExtensionPoint(projectDeleteGuards, ({ value }) => {
@@ -48,7 +48,7 @@ export default definePlugin({
           capability: 'projects.write',
           request: { body: z.object({ key: projectKey, name: z.string().trim().min(1).max(200), description: z.string().max(5000).nullable().optional() }) },
           responses: { 201: { description: 'The project', schema: projectSchema } },
-          handler: async ({ body, orgId, principal }) => {
+          handler: async ({ body, orgId, principal, audit }) => {
             const project = await projects.create(orgId!, body, principal!.userId);
             await audit.record({ action: 'project.create', targetType: 'project', targetId: project.id, details: { key: project.key } });
             return reply(201, project);
@@ -95,7 +95,7 @@ export default definePlugin({
               .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
           },
           responses: { 200: { description: 'The project', schema: projectSchema } },
-          handler: async ({ params, body, orgId }) => {
+          handler: async ({ params, body, orgId, audit }) => {
             const project = await projects.update(orgId!, params.id as number, body);
             await audit.record({ action: 'project.update', targetType: 'project', targetId: project.id, details: { changes: Object.keys(body) } });
             return project;
@@ -109,7 +109,7 @@ export default definePlugin({
           capability: 'projects.write',
           request: { params: idParams },
           responses: { 204: { description: 'Deleted' } },
-          handler: async ({ params, orgId }) => {
+          handler: async ({ params, orgId, audit }) => {
             await projects.get(orgId!, params.id as number);
             for (const guard of deleteGuards) {
               const reason = await guard(orgId!, params.id as number);

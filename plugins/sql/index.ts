@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { z } from 'zod';
-import { definePlugin, defineRoute, HttpProblem, kernelServices, problems, type Principal } from '../../kernel/plugin-api.ts';
+import { definePlugin, defineRoute, HttpProblem, kernelServices, problems, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
 import { QueryRejectedError, QueryTimeoutError, quoteIdentifier, type Storage } from '../../storage/index.ts';
 import { datasetCatalog, PII_MASK, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
 import { guard } from './guard.ts';
@@ -26,11 +26,11 @@ async function datasetCte(storage: Storage, catalog: DatasetCatalog, referenced:
 
 /** The `sql` router: governed, read-only SQL over the current organization's datasets. */
 export default definePlugin({
-  deps: { storage: kernelServices.storage, audit: kernelServices.audit },
-  init: ({ storage, audit }, ctx) => {
+  deps: { storage: kernelServices.storage },
+  init: ({ storage }, ctx) => {
     const catalog = ctx.useService(datasetCatalog);
 
-    async function execute(body: { sql: string; params: unknown[]; limit: number; timeout_ms: number }, orgId: number, principal: Principal) {
+    async function execute(body: { sql: string; params: unknown[]; limit: number; timeout_ms: number }, orgId: number, principal: Principal, audit: RequestAudit) {
       const guarded = guard(body.sql, storage.sqlDialect);
       const found = await catalog.findByNames(orgId, guarded.datasets);
       const byName = new Map(found.map((d) => [d.name.toLowerCase(), d]));
@@ -61,8 +61,8 @@ export default definePlugin({
     }
 
     ctx.provideService(governedSql, {
-      run: (query, orgId, principal) =>
-        execute({ sql: query.sql, params: query.params ?? [], limit: query.limit ?? 1000, timeout_ms: query.timeout_ms ?? 30_000 }, orgId, principal),
+      run: (query, orgId, principal, audit) =>
+        execute({ sql: query.sql, params: query.params ?? [], limit: query.limit ?? 1000, timeout_ms: query.timeout_ms ?? 30_000 }, orgId, principal, audit),
     });
 
     return {
@@ -98,7 +98,7 @@ export default definePlugin({
                 .meta({ id: 'SqlResult' }),
             },
           },
-          handler: ({ body, orgId, principal }) => execute(body, orgId!, principal!),
+          handler: ({ body, orgId, principal, audit }) => execute(body, orgId!, principal!, audit),
         }),
       ],
     };

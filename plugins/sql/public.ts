@@ -1,5 +1,5 @@
 /** The sql plugin's public contract: the governed query path, for plugins that depend on it. */
-import { pluginServiceRef, type Principal } from '../../kernel/plugin-api.ts';
+import { pluginServiceRef, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
 
 export interface GovernedQuery {
   sql: string;
@@ -19,9 +19,10 @@ export interface GovernedResult {
 export interface GovernedSql {
   /**
    * Runs a query exactly as `POST /api/sql` would for this caller: same checks, masking, row
-   * policies, limits and audit; refusals are the same problems.
+   * policies, limits and audit (recorded through the caller's request `audit`); refusals are the
+   * same problems.
    */
-  run(query: GovernedQuery, orgId: number, principal: Principal): Promise<GovernedResult>;
+  run(query: GovernedQuery, orgId: number, principal: Principal, audit: RequestAudit): Promise<GovernedResult>;
 }
 
 export const governedSql = pluginServiceRef<GovernedSql>('sql.governed');

@@ -16,8 +16,8 @@ const pageQuery = z.object({ limit: z.coerce.number().int().min(1).max(500).defa
 
 /** The `users` router (platform admins): accounts, deactivation and admin password resets. */
 export default definePlugin({
-  deps: { users: kernelServices.users, organizations: kernelServices.organizations, mail: kernelServices.mail, audit: kernelServices.audit },
-  init: ({ users, organizations, mail, audit }) => {
+  deps: { users: kernelServices.users, organizations: kernelServices.organizations, mail: kernelServices.mail },
+  init: ({ users, organizations, mail }) => {
     const mailTemporaryPassword = (to: string, username: string, password: string, reason: string) =>
       mail.send({
         to,
@@ -46,7 +46,7 @@ export default definePlugin({
             }),
           },
           responses: { 201: { description: 'The new user', schema: s.userSchema } },
-          handler: async ({ body, orgId }) => {
+          handler: async ({ body, orgId, audit }) => {
             const defaultOrgId = body.default_org_id ?? orgId;
             await requireOrganization(defaultOrgId);
             if (body.password) assertStrongPassword(body.password, body, 'password');
@@ -95,7 +95,7 @@ export default definePlugin({
               .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
           },
           responses: { 200: { description: 'The updated user', schema: s.userSchema } },
-          handler: async ({ params, body, principal }) => {
+          handler: async ({ params, body, principal, audit }) => {
             const id = params.user_id as number;
             if (id === principal!.userId && (body.is_active === false || (body.role && body.role !== principal!.role))) {
               throw problems.conflict('you cannot deactivate yourself or change your own role');
@@ -116,7 +116,7 @@ export default definePlugin({
           capability: 'users.manage',
           request: { params: userIdParams },
           responses: { 200: { description: 'The deactivated user', schema: s.userSchema } },
-          handler: async ({ params, principal }) => {
+          handler: async ({ params, principal, audit }) => {
             const id = params.user_id as number;
             if (id === principal!.userId) throw problems.conflict('you cannot deactivate yourself');
             await users.require(id);
@@ -133,7 +133,7 @@ export default definePlugin({
           capability: 'users.manage',
           request: { params: userIdParams },
           responses: { 202: { description: 'Temporary password e-mailed', schema: s.statusMessageSchema } },
-          handler: async ({ params }) => {
+          handler: async ({ params, audit }) => {
             const user = await users.require(params.user_id as number);
             const password = randomPassword();
             await users.setPassword(user.id, password, true);

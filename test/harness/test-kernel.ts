@@ -48,7 +48,30 @@ export interface TestKernel {
   userToken(role: string, username?: string): Promise<{ id: number; token: string }>;
   /** An editor whose default organization is a new one of their own, created through the API: the other tenant. */
   outsider(username: string): Promise<{ orgId: number; userId: number; token: string }>;
+  /** A second kernel over the same database, as a second instance behind a load balancer; stopped with this one. */
+  peer(): Promise<{ url: string; request: TestKernel['request'] }>;
   stop(): Promise<void>;
+}
+
+type Requester = TestKernel['request'];
+
+/** Requests to `url` as a client would send them, with `defaultToken` unless the call names another (or null). */
+function requester(url: string, defaultToken: string): Requester {
+  return async <T>(method: string, route: string, opts: RequestOptions = {}): Promise<TestResponse<T>> => {
+    const headers: Record<string, string> = { ...opts.headers };
+    const token = opts.token === undefined ? defaultToken : opts.token;
+    if (token) headers.authorization ??= `Bearer ${token}`;
+    let body: string | undefined;
+    if (opts.body !== undefined) {
+      body = typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    const response = await fetch(`${url}${route}`, { method, headers, body });
+    const text = await response.text();
+    let parsed: unknown = text;
+    if (/json/.test(response.headers.get('content-type') ?? '') && text) parsed = JSON.parse(text);
+    return { status: response.status, headers: response.headers, body: parsed as T, text };
+  };
 }
 
 export async function startTestKernel(options: TestKernelOptions): Promise<TestKernel> {
@@ -70,6 +93,7 @@ export async function startTestKernel(options: TestKernelOptions): Promise<TestK
   const logLines = options.logLines;
   const logger = logLines ? createLogger('trace', { write: (line: string) => void logLines.push(line) }) : createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
   const kernel = new Kernel({ settings, logger, print: () => undefined });
+  const peers: Kernel[] = [];
   try {
     await kernel.start();
   } catch (err) {
@@ -82,21 +106,7 @@ export async function startTestKernel(options: TestKernelOptions): Promise<TestK
   const admin = await kernel.storage.db.selectFrom('users').select(['id', 'role']).orderBy('id').executeTakeFirstOrThrow();
   const adminToken = await kernel.issueToken(admin);
 
-  const request = async <T>(method: string, route: string, opts: RequestOptions = {}): Promise<TestResponse<T>> => {
-    const headers: Record<string, string> = { ...opts.headers };
-    const token = opts.token === undefined ? adminToken : opts.token;
-    if (token) headers.authorization ??= `Bearer ${token}`;
-    let body: string | undefined;
-    if (opts.body !== undefined) {
-      body = typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
-      headers['content-type'] ??= 'application/json';
-    }
-    const response = await fetch(`${url}${route}`, { method, headers, body });
-    const text = await response.text();
-    let parsed: unknown = text;
-    if (/json/.test(response.headers.get('content-type') ?? '') && text) parsed = JSON.parse(text);
-    return { status: response.status, headers: response.headers, body: parsed as T, text };
-  };
+  const request = requester(url, adminToken);
 
   let userCounter = 0;
   const userToken = async (role: string, username = `${role}-${++userCounter}`) => {
@@ -127,7 +137,14 @@ export async function startTestKernel(options: TestKernelOptions): Promise<TestK
     request,
     userToken,
     outsider,
+    async peer() {
+      const peer = new Kernel({ settings, logger: createLogger('silent'), print: () => undefined });
+      peers.push(peer);
+      await peer.start();
+      return { url: peer.url, request: requester(peer.url, adminToken) };
+    },
     async stop() {
+      for (const peer of peers) await peer.stop();
       await kernel.stop();
       await database.drop();
       temp.remove();
