@@ -1,12 +1,13 @@
 import type Database from 'better-sqlite3';
+import { endsOrMakesWrite, type WriteClock } from './sqlite-write-clock.ts';
 
 /**
  * SQLite has no boolean or timestamp type and better-sqlite3 binds neither `true` nor a `Date`.
  * This wrapper closes the gap so code above `storage/` sees the same values as on Postgres:
  * booleans and Dates are bound as 1/0 and ISO strings, and columns declared `boolean` read back
- * as `true`/`false`.
+ * as `true`/`false`. Every statement that writes (or ends a transaction) ticks `writes`.
  */
-export function withPortableValues(database: Database.Database): Database.Database {
+export function withPortableValues(database: Database.Database, writes: WriteClock): Database.Database {
   const cache = new Map<string, Database.Statement>();
   return new Proxy(database, {
     get(target, property) {
@@ -16,7 +17,8 @@ export function withPortableValues(database: Database.Database): Database.Databa
         // statements are reused (a fresh one when the cached one is still iterating).
         const cached = cache.get(source);
         if (cached && !cached.busy) return cached;
-        const statement = portableStatement(target.prepare(source));
+        const prepared = target.prepare(source);
+        const statement = portableStatement(prepared, endsOrMakesWrite(source, prepared.readonly) ? writes : null);
         if (!cached) {
           if (cache.size >= STATEMENT_CACHE_SIZE) cache.delete(cache.keys().next().value!);
           cache.set(source, statement);
@@ -39,7 +41,7 @@ const bindable = (value: unknown) => (typeof value === 'boolean' ? (value ? 1 : 
 // Kysely passes the parameters as one array; direct callers may pass them one by one.
 const bindAll = (params: unknown[]) => params.map((p) => (Array.isArray(p) ? p.map(bindable) : bindable(p)));
 
-function portableStatement(statement: Database.Statement): Database.Statement {
+function portableStatement(statement: Database.Statement, writes: WriteClock | null): Database.Statement {
   const booleanColumns = statement.reader
     ? statement.columns().filter((c) => c.type?.toLowerCase() === 'boolean').map((c) => c.name)
     : [];
@@ -53,18 +55,25 @@ function portableStatement(statement: Database.Statement): Database.Statement {
     get(target, property) {
       switch (property) {
         case 'all':
-          return (...params: unknown[]) => (target.all(...bindAll(params)) as unknown[]).map(decode);
+          return (...params: unknown[]) => ticked(writes, (target.all(...bindAll(params)) as unknown[]).map(decode));
         case 'get':
-          return (...params: unknown[]) => decode(target.get(...bindAll(params)));
+          return (...params: unknown[]) => ticked(writes, decode(target.get(...bindAll(params))));
         case 'run':
-          return (...params: unknown[]) => target.run(...bindAll(params));
+          return (...params: unknown[]) => ticked(writes, target.run(...bindAll(params)));
         case 'iterate':
           return function* (...params: unknown[]) {
             for (const row of target.iterate(...bindAll(params))) yield decode(row);
+            writes?.tick();
           };
         default:
           return bindNative(target, property);
       }
     },
   });
+}
+
+/** Ticks the clock once a writing statement has run (its result passes through). */
+function ticked<T>(writes: WriteClock | null, result: T): T {
+  writes?.tick();
+  return result;
 }

@@ -8,6 +8,7 @@ import { createSqliteDataTables } from './data-tables-sqlite.ts';
 import { SqliteReadOnlyRunner } from './sqlite-read-only.ts';
 import { registerRegexp } from './sqlite-regexp.mjs';
 import { withPortableValues } from './sqlite-values.ts';
+import { CachedCounterRead, WriteClock } from './sqlite-write-clock.ts';
 import type { Storage, TableSnapshot } from './types.ts';
 
 const BUSY_TIMEOUT_MS = 5000;
@@ -23,10 +24,10 @@ export function openSqliteStorage(file: string): Storage {
   database.pragma('foreign_keys = ON');
   database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   registerRegexp(database);
-  const db = new Kysely<any>({ dialect: new SqliteDialect({ database: withPortableValues(database) }) });
+  const writes = WriteClock.of(file);
+  const db = new Kysely<any>({ dialect: new SqliteDialect({ database: withPortableValues(database, writes) }) });
   const readOnly = new SqliteReadOnlyRunner(file);
-  // Prepared on first use: the table exists only once a migration tracks something.
-  let counterStatement: Database.Statement<[string], { value: number }> | undefined;
+  const counterReads = new Map<string, CachedCounterRead>();
 
   return {
     db,
@@ -69,12 +70,19 @@ export function openSqliteStorage(file: string): Storage {
         await sql.raw('drop table change_counters').execute(db);
       }
     },
-    // A synchronous point read on the one connection: it sees every committed write.
-    async changeCounter(counter) {
-      counterStatement ??= database.prepare('select value from change_counters where name = ?');
-      const row = counterStatement.get(counter);
-      if (!row) throw new Error(`no change counter "${counter}" (no migration tracks it)`);
-      return Number(row.value);
+    changeCounter(counter) {
+      let read = counterReads.get(counter);
+      if (!read) {
+        // Prepared on first use: the table exists only once a migration tracks something.
+        const statement = database.prepare<[string], number>('select value from change_counters where name = ?').pluck();
+        read = new CachedCounterRead(writes, () => {
+          const value = statement.get(counter);
+          if (value === undefined) throw new Error(`no change counter "${counter}" (no migration tracks it)`);
+          return Number(value);
+        });
+        counterReads.set(checkCounterName(counter), read);
+      }
+      return read.get();
     },
     encodeJson: (value) => (value === undefined ? null : JSON.stringify(value)),
     decodeJson: <T>(stored: unknown) => (typeof stored === 'string' ? (JSON.parse(stored) as T) : (stored as T)),

@@ -56,9 +56,10 @@ export interface Storage {
   untrackChanges(db: Kysely<any>, counter: string, tables: TrackedTable[]): Promise<void>;
   /**
    * The counter's value as committed when the call was made: every change committed before the
-   * call is counted. Cheap: a point read on SQLite, a read shared by concurrent callers on Postgres.
+   * call is counted. Cheap: a synchronous point read on SQLite (a number, not a promise, so the
+   * request path takes no extra turn), a read shared by concurrent callers on Postgres.
    */
-  changeCounter(counter: string): Promise<number>;
+  changeCounter(counter: string): number | Promise<number>;
   /** Values for JSON columns: encode before writing, decode after reading. */
   encodeJson(value: unknown): unknown;
   decodeJson<T = unknown>(stored: unknown): T;

@@ -1,7 +1,7 @@
 import type { IdentitySnapshot } from '../identity/identity-snapshot.ts';
 import type { PersonalAccessTokens } from '../identity/tokens.ts';
 import { PAT_PREFIX } from '../identity/tokens.ts';
-import { PLATFORM_ADMIN_ROLE } from '../identity/users.ts';
+import { PLATFORM_ADMIN_ROLE, type PublicUser } from '../identity/users.ts';
 import { problems } from '../problem.ts';
 import { VerifiedTokenCache, type JwtSettings } from './jwt.ts';
 
@@ -44,8 +44,7 @@ export class Authenticator {
     if (credential.startsWith(PAT_PREFIX)) {
       const resolved = await this.tokens.resolve(credential, (hmac) => this.snapshot.token(hmac));
       if ('refused' in resolved) throw problems.unauthorized(`invalid token: ${resolved.refused}`);
-      const user = await this.activeUser(resolved.token.user_id);
-      return { ...user, via: 'pat', tokenId: resolved.token.id, scopes: resolved.scopes };
+      return identityOf(await this.snapshot.user(resolved.token.user_id), 'pat', resolved.token.id, resolved.scopes);
     }
     let claims;
     try {
@@ -53,13 +52,13 @@ export class Authenticator {
     } catch (err) {
       throw problems.unauthorized(`invalid token: ${(err as Error).message}`);
     }
-    return { ...(await this.activeUser(claims.user_id)), via: 'jwt', tokenId: null, scopes: null };
+    return identityOf(await this.snapshot.user(claims.user_id), 'jwt', null, null);
   }
+}
 
-  private async activeUser(id: number) {
-    const user = await this.snapshot.user(id);
-    if (!user) throw problems.unauthorized('invalid token: the user no longer exists');
-    if (!user.is_active) throw problems.unauthorized('invalid token: the user is deactivated');
-    return { userId: user.id, username: user.username, role: user.role, isPlatformAdmin: user.role === PLATFORM_ADMIN_ROLE, defaultOrgId: user.default_org_id };
-  }
+/** The caller a credential names, if that user still exists and is active. */
+function identityOf(user: PublicUser | undefined, via: Identity['via'], tokenId: number | null, scopes: ReadonlySet<string> | null): Identity {
+  if (!user) throw problems.unauthorized('invalid token: the user no longer exists');
+  if (!user.is_active) throw problems.unauthorized('invalid token: the user is deactivated');
+  return { userId: user.id, username: user.username, role: user.role, isPlatformAdmin: user.role === PLATFORM_ADMIN_ROLE, defaultOrgId: user.default_org_id, via, tokenId, scopes };
 }

@@ -40,14 +40,16 @@ const VERIFIED_CACHE_SIZE = 10_000;
 export class VerifiedTokenCache {
   private readonly entries = new Map<string, AccessTokenClaims>();
 
-  async verify(settings: JwtSettings, token: string): Promise<AccessTokenClaims> {
+  /** The claims: at once for a token verified before, else once the signature is checked. */
+  verify(settings: JwtSettings, token: string): AccessTokenClaims | Promise<AccessTokenClaims> {
     const cached = this.entries.get(token);
     if (cached && cached.exp * 1000 > Date.now()) return cached;
     this.entries.delete(token);
-    const claims = await verifyAccessToken(settings, token);
-    if (this.entries.size >= VERIFIED_CACHE_SIZE) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(token, claims);
-    return claims;
+    return verifyAccessToken(settings, token).then((claims) => {
+      if (this.entries.size >= VERIFIED_CACHE_SIZE) this.entries.delete(this.entries.keys().next().value!);
+      this.entries.set(token, claims);
+      return claims;
+    });
   }
 }
 

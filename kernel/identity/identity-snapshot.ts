@@ -8,6 +8,17 @@ import { toPublicUser, type PublicUser, type UserDirectory } from './users.ts';
 /** Entries kept at most; the oldest go first. Each is one user's row, memberships, groups or token. */
 const CAPACITY = 20_000;
 
+/** A value already read, or the read in flight (concurrent misses share one query). */
+type Entry = { value: unknown } | { pending: Promise<unknown> };
+
+/** A value when it is at hand, a promise when it must be read: callers `await` either. */
+export type Maybe<T> = T | Promise<T>;
+
+/** `use(value)` now when the value is at hand, else when it arrives. */
+function andThen<T, U>(value: Maybe<T>, use: (value: T) => U): Maybe<U> {
+  return value instanceof Promise ? value.then(use) : use(value);
+}
+
 /**
  * What every request needs to know about its caller (user, organizations, groups, token), read
  * through from the directories and kept until identity data changes. The database bumps the
@@ -15,11 +26,13 @@ const CAPACITY = 20_000;
  * (this instance, another one, a console), and every request checks the counter before it reads:
  * a deactivated user, a removed membership or a revoked token is refused on the very next request
  * on every instance, while unchanged identity costs no query beyond the counter's.
+ *
+ * Reads answer values, not promises, once cached: the request path runs on every request, and each
+ * promise layer there costs more than the lookup it wraps.
  */
 export class IdentitySnapshot {
   private counter: number | undefined;
-  // Loads in flight are kept too, so concurrent misses share one query.
-  private readonly entries = new Map<string, Promise<unknown>>();
+  private readonly entries = new Map<string, Entry>();
 
   constructor(
     private readonly storage: Storage,
@@ -27,15 +40,11 @@ export class IdentitySnapshot {
   ) {}
 
   /** Forgets everything when identity changed since the entries were read. Once per request, first. */
-  async refresh(): Promise<void> {
-    const counter = await this.storage.changeCounter(IDENTITY_COUNTER);
-    if (counter === this.counter) return;
-    // Whatever was read or is being read was read before this counter value: none of it is kept.
-    this.entries.clear();
-    this.counter = counter;
+  refresh(): Maybe<void> {
+    return andThen(this.storage.changeCounter(IDENTITY_COUNTER), (counter) => this.settle(counter));
   }
 
-  user(id: number): Promise<PublicUser | undefined> {
+  user(id: number): Maybe<PublicUser | undefined> {
     return this.read(`user:${id}`, async () => {
       const row = await this.sources.users.get(id);
       return row && toPublicUser(row);
@@ -43,33 +52,43 @@ export class IdentitySnapshot {
   }
 
   /** The organizations the user belongs to, by id. */
-  organizationsOf(userId: number): Promise<Organization[]> {
+  organizationsOf(userId: number): Maybe<Organization[]> {
     return this.read(`orgs:${userId}`, () => this.sources.organizations.list(userId));
   }
 
-  async isMember(orgId: number, userId: number): Promise<boolean> {
-    return (await this.organizationsOf(userId)).some((org) => org.id === orgId);
+  isMember(orgId: number, userId: number): Maybe<boolean> {
+    return andThen(this.organizationsOf(userId), (orgs) => orgs.some((org) => org.id === orgId));
   }
 
   /** The user's groups in the organization, with their capabilities. */
-  groupsOf(userId: number, orgId: number): Promise<Group[]> {
+  groupsOf(userId: number, orgId: number): Maybe<Group[]> {
     return this.read(`groups:${userId}:${orgId}`, () => this.sources.groups.list(orgId, userId));
   }
 
   /** The token row stored under an HMAC of its secret. */
-  token(hmac: string): Promise<ResolvedToken | undefined> {
+  token(hmac: string): Maybe<ResolvedToken | undefined> {
     return this.read(`token:${hmac}`, () => this.sources.tokens.findByHmac(hmac));
   }
 
-  private read<T>(key: string, load: () => Promise<T>): Promise<T> {
-    const cached = this.entries.get(key);
-    if (cached) return cached as Promise<T>;
-    const loading = load();
+  private settle(counter: number): void {
+    if (counter === this.counter) return;
+    // Whatever was read or is being read was read before this counter value: none of it is kept.
+    this.entries.clear();
+    this.counter = counter;
+  }
+
+  private read<T>(key: string, load: () => Promise<T>): Maybe<T> {
+    const entry = this.entries.get(key);
+    if (entry) return 'value' in entry ? (entry.value as T) : (entry.pending as Promise<T>);
+    const pending = load();
+    const placed: Entry = { pending };
     if (this.entries.size >= CAPACITY) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(key, loading);
-    loading.catch(() => {
-      if (this.entries.get(key) === loading) this.entries.delete(key);
-    });
-    return loading;
+    this.entries.set(key, placed);
+    pending.then(
+      // Kept only if no refresh dropped the entry while it was being read.
+      (value) => this.entries.get(key) === placed && this.entries.set(key, { value }),
+      () => this.entries.get(key) === placed && this.entries.delete(key),
+    );
+    return pending;
   }
 }

@@ -81,15 +81,17 @@ export interface TokenInfo {
   state: 'active' | 'revoked' | 'expired';
 }
 
-/** A PAT row with its scopes decoded (null = the owner's full permissions). */
+/** A PAT row with its scopes decoded (null = the owner's full permissions) and its expiry in ms. */
 export interface ResolvedToken {
   token: TokenRow;
   scopes: ReadonlySet<string> | null;
+  expiresAtMs: number | null;
 }
 
 /** How fresh `last_used_at` is kept. */
 const LAST_USED_RESOLUTION_MS = 60_000;
 const STAMPED_TOKENS_KEPT = 10_000;
+const RECENT_HMACS_KEPT = 10_000;
 
 /**
  * Personal access tokens (spec §2.3, §3.1, §5.5–5.9). Only a keyed HMAC-SHA256 of each secret is
@@ -98,6 +100,11 @@ const STAMPED_TOKENS_KEPT = 10_000;
 export class PersonalAccessTokens {
   /** When this instance last wrote each token's `last_used_at` (ms). */
   private readonly lastStamped = new Map<number, number>();
+  /**
+   * HMACs of secrets presented lately: computing one costs more than the rest of a token check.
+   * Process memory only (as the verified-JWT cache holds JWTs); never stored, logged or answered.
+   */
+  private readonly recentHmacs = new Map<string, string>();
 
   constructor(
     private readonly storage: Storage,
@@ -106,7 +113,13 @@ export class PersonalAccessTokens {
   ) {}
 
   hmac(secret: string): string {
-    return crypto.createHmac('sha256', this.hashKey).update(secret).digest('hex');
+    let hmac = this.recentHmacs.get(secret);
+    if (hmac === undefined) {
+      hmac = crypto.createHmac('sha256', this.hashKey).update(secret).digest('hex');
+      if (this.recentHmacs.size >= RECENT_HMACS_KEPT) this.recentHmacs.delete(this.recentHmacs.keys().next().value!);
+      this.recentHmacs.set(secret, hmac);
+    }
+    return hmac;
   }
 
   async mint(userId: number, input: { name: string; scopes: string[] | null; expiresInDays: number }): Promise<{ secret: string; info: TokenInfo }> {
@@ -146,16 +159,15 @@ export class PersonalAccessTokens {
    * of its secret (the identity snapshot; the database by default). Upgrades a legacy SHA-256 row
    * to HMAC on its first use; stamps `last_used_at` (see `stampUse`).
    */
-  async resolve(secret: string, find: (hmac: string) => Promise<ResolvedToken | undefined> = (hmac) => this.findByHmac(hmac)): Promise<ResolvedToken | { refused: string }> {
+  async resolve(secret: string, find: (hmac: string) => ResolvedToken | undefined | Promise<ResolvedToken | undefined> = (hmac) => this.findByHmac(hmac)): Promise<ResolvedToken | { refused: string }> {
     if (!hasValidChecksum(secret) && !(await this.hasLegacyRow(secret))) return { refused: 'unknown token' };
     const hmac = this.hmac(secret);
     const resolved = (await find(hmac)) ?? (await this.upgradeLegacy(secret, hmac));
     if (!resolved) return { refused: 'unknown token' };
-    const { token } = resolved;
-    if (token.revoked_at) return { refused: 'token revoked' };
-    const now = this.storage.now();
-    if (token.expires_at && token.expires_at <= now) return { refused: 'token expired' };
-    await this.stampUse(token.id, now);
+    if (resolved.token.revoked_at) return { refused: 'token revoked' };
+    const now = Date.now();
+    if (resolved.expiresAtMs !== null && resolved.expiresAtMs <= now) return { refused: 'token expired' };
+    await this.stampUse(resolved.token.id, now);
     return resolved;
   }
 
@@ -178,21 +190,20 @@ export class PersonalAccessTokens {
 
   private resolved(row: TokenRow): ResolvedToken {
     const scopes = this.storage.decodeJson<string[] | null>(row.scopes) ?? null;
-    return { token: row, scopes: scopes && new Set(scopes) };
+    return { token: row, scopes: scopes && new Set(scopes), expiresAtMs: row.expires_at ? Date.parse(row.expires_at) : null };
   }
 
   /**
    * Writes `last_used_at` at most once a minute per token and instance (as GitLab does, at a
    * coarser grain): a write on every request would cost more than the request itself.
    */
-  private async stampUse(tokenId: number, now: string): Promise<void> {
-    const nowMs = Date.parse(now);
+  private stampUse(tokenId: number, now: number): Promise<unknown> | undefined {
     const last = this.lastStamped.get(tokenId);
-    if (last !== undefined && nowMs - last < LAST_USED_RESOLUTION_MS) return;
+    if (last !== undefined && now - last < LAST_USED_RESOLUTION_MS) return undefined;
     this.lastStamped.delete(tokenId);
     if (this.lastStamped.size >= STAMPED_TOKENS_KEPT) this.lastStamped.delete(this.lastStamped.keys().next().value!);
-    this.lastStamped.set(tokenId, nowMs);
-    await this.storage.db.updateTable('personal_access_tokens').set({ last_used_at: now }).where('id', '=', tokenId).execute();
+    this.lastStamped.set(tokenId, now);
+    return this.storage.db.updateTable('personal_access_tokens').set({ last_used_at: new Date(now).toISOString() }).where('id', '=', tokenId).execute();
   }
 
   async listForUser(userId: number): Promise<TokenInfo[]> {

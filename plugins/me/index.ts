@@ -24,13 +24,13 @@ export default definePlugin({
         security: 'bearer',
         responses: { 200: { description: 'You', schema: meSchema } },
         handler: async ({ principal, orgId }) => {
+          // Each read is at hand once the snapshot holds it (authentication just read the user).
           const { userId } = principal!;
-          const [user, orgs, myGroups] = await Promise.all([identity.user(userId), identity.organizationsOf(userId), orgId === null ? [] : identity.groupsOf(userId, orgId)]);
           return {
-            user: user!,
+            user: (await identity.user(userId))!,
             current_org_id: orgId,
-            organizations: orgs,
-            groups: myGroups,
+            organizations: await identity.organizationsOf(userId),
+            groups: orgId === null ? [] : await identity.groupsOf(userId, orgId),
             capabilities: [...principal!.capabilities].sort(),
             authenticated_via: principal!.via,
           };

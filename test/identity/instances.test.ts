@@ -1,3 +1,5 @@
+import Database from 'better-sqlite3';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS } from '../harness/dialects.ts';
 import { startTestKernel, type TestKernel } from '../harness/index.ts';
@@ -70,4 +72,37 @@ describe.each(DIALECTS)('identity changes across instances (%s)', (dialect) => {
     const after = await other.request('GET', '/api/me', { token: user.token });
     expect(after.body.organizations.find((o: { id: number }) => o.id === 1).name).toBe('Renamed by console');
   });
+
+  it('a user deactivated by another program writing to the database is refused moments later', async () => {
+    const user = await t.userToken('editor');
+    expect((await other.request('GET', '/api/me', { token: user.token })).status).toBe(200);
+    await writeOutsideThePlatform(t.kernel.storage.description, 'update users set is_active = false where id = ' + Number(user.id));
+    // SQLite: a write by another process is noticed within OTHER_PROCESS_LAG_MS (20 ms); Postgres: at once.
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    for (const instance of [t, other]) {
+      const refused = await instance.request('GET', '/api/me', { token: user.token });
+      expect(refused.status).toBe(401);
+      expect(refused.body.detail).toMatch(/deactivated/);
+    }
+  });
 });
+
+/** One statement through a driver connection of its own, as a console or another program would. */
+async function writeOutsideThePlatform(description: string, statement: string) {
+  if (description.startsWith('sqlite:')) {
+    const database = new Database(description.slice('sqlite:'.length));
+    try {
+      database.prepare(statement).run();
+    } finally {
+      database.close();
+    }
+    return;
+  }
+  const client = new pg.Client({ connectionString: description });
+  await client.connect();
+  try {
+    await client.query(statement);
+  } finally {
+    await client.end();
+  }
+}
