@@ -12,9 +12,9 @@ import { datasetRoutes, parseUploadLimit, seesPii } from './routes.ts';
 
 /** The `datasets` router: datasets as real tables, CSV and JSON ingest, row queries, export, schema contracts. */
 export default definePlugin({
-  deps: { storage: kernelServices.storage, config: kernelServices.config, groups: kernelServices.groups },
+  deps: { storage: kernelServices.storage, config: kernelServices.config, groups: kernelServices.groups, identity: kernelServices.identity },
   migrations: datasetMigrations,
-  init: ({ storage, config, groups }, ctx) => {
+  init: ({ storage, config, groups, identity }, ctx) => {
     const store = new DatasetStore(storage, ctx.useService(projectCatalog));
     ctx.contribute(projectDeleteGuards, async (orgId, projectId) => {
       const count = await store.countInProject(orgId, projectId);
@@ -22,7 +22,7 @@ export default definePlugin({
     });
     const contracts = new ContractService(storage);
     const loader = new DatasetLoader(storage, store);
-    const policies = new RowPolicies(storage, groups);
+    const policies = new RowPolicies(storage, groups, identity);
     ctx.provideService(datasetCatalog, {
       get: (orgId, id) => store.get(orgId, id),
       findByNames: (orgId, names) => store.findByNames(orgId, names),

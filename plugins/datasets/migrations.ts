@@ -2,6 +2,9 @@ import { sql } from 'kysely';
 import type { Migration } from '../../storage/index.ts';
 
 /** The datasets plugin's catalog table; dataset contents live in tables of their own. */
+/** Bumped by the database with every change of row policies (plugins/datasets/row-policies.ts). */
+export const ROW_POLICIES_COUNTER = 'row_policies';
+
 export const datasetMigrations: Record<string, Migration> = {
   '2026-11-22T0200_datasets': {
     async up({ db, storage }) {
@@ -62,6 +65,14 @@ export const datasetMigrations: Record<string, Migration> = {
     },
     async down({ db }) {
       await db.schema.dropTable('row_policies').execute();
+    },
+  },
+  '2026-11-22T0700_row_policies_change_counter': {
+    async up({ db, storage }) {
+      await storage.trackChanges(db, ROW_POLICIES_COUNTER, [{ table: 'row_policies' }]);
+    },
+    async down({ db, storage }) {
+      await storage.untrackChanges(db, ROW_POLICIES_COUNTER, [{ table: 'row_policies' }]);
     },
   },
 };

@@ -3,6 +3,7 @@ import { problems, type Principal, type ServiceType, type kernelServices } from 
 import type { Storage } from '../../storage/index.ts';
 import type { Dataset } from './dataset-store.ts';
 import { columnLookup, compileFilter } from './filters.ts';
+import { ROW_POLICIES_COUNTER } from './migrations.ts';
 
 export interface RowPolicy {
   id: number;
@@ -23,16 +24,34 @@ export interface RowScope {
 export const BYPASS_CAPABILITY = 'datasets.policies.bypass';
 const NOTHING = sql<boolean>`1 = 0`;
 
+/** Datasets whose compiled policies are kept at most; the oldest go first. */
+const COMPILED_KEPT = 5_000;
+
+/** A dataset's policies with their filters compiled, valid for one version and schema of the dataset. */
+interface CompiledPolicies {
+  datasetState: string;
+  policies: { id: number; groupId: number; condition: RawBuilder<boolean> }[];
+}
+
 /**
  * Row policies: a dataset with policies shows each member of a policy's group only the rows its
  * filters match (filters of one policy are ANDed, policies of several groups ORed); a caller in
  * none of the groups sees no row. One service for every read path: rows, export, SQL, statistics,
  * quality checks.
+ *
+ * Compiled policies are cached per dataset, keyed by the dataset's version and last update (a new
+ * schema recompiles them) and dropped whenever the database's row-policy change counter moves (a
+ * policy created or removed through any instance, or a group deleted with its policies); the
+ * caller's groups come from the identity snapshot. A read path asks no query of its own.
  */
 export class RowPolicies {
+  private readonly compiled = new Map<number, CompiledPolicies>();
+  private counter: number | undefined;
+
   constructor(
     private readonly storage: Storage,
     private readonly groups: ServiceType<typeof kernelServices.groups>,
+    private readonly identity: ServiceType<typeof kernelServices.identity>,
   ) {}
 
   private decode = (row: Record<string, unknown>): RowPolicy => ({ ...(row as unknown as RowPolicy), filters: this.storage.decodeJson<string[]>(row.filters) });
@@ -63,21 +82,45 @@ export class RowPolicies {
 
   async scope(principal: Principal, dataset: Dataset): Promise<RowScope> {
     if (principal.capabilities.has(BYPASS_CAPABILITY)) return { condition: null, key: 'all' };
-    const policies = await this.list(dataset);
+    const { policies } = await this.compiledFor(dataset);
     if (policies.length === 0) return { condition: null, key: 'all' };
-    const mine = new Set((await this.groups.list(dataset.org_id, principal.userId)).map((g) => g.id));
-    const applicable = policies.filter((p) => mine.has(p.group_id));
+    const mine = new Set((await this.identity.groupsOf(principal.userId, dataset.org_id)).map((g) => g.id));
+    const applicable = policies.filter((p) => mine.has(p.groupId));
     if (applicable.length === 0) return { condition: NOTHING, key: 'none' };
+    return { condition: sql<boolean>`(${sql.join(applicable.map((p) => p.condition), sql` or `)})`, key: `policies:${applicable.map((p) => p.id).join(',')}` };
+  }
+
+  private async compiledFor(dataset: Dataset): Promise<CompiledPolicies> {
+    const counter = await this.storage.changeCounter(ROW_POLICIES_COUNTER);
+    if (counter !== this.counter) {
+      this.compiled.clear();
+      this.counter = counter;
+    }
+    const datasetState = `${dataset.version}@${dataset.updated_at}`;
+    const cached = this.compiled.get(dataset.id);
+    if (cached?.datasetState === datasetState) return cached;
+    const compiled = { datasetState, policies: this.compile(dataset, await this.list(dataset)) };
+    // Kept only if no policy changed while they were read (a newer counter cleared the cache).
+    if (this.counter === counter) {
+      this.compiled.delete(dataset.id);
+      if (this.compiled.size >= COMPILED_KEPT) this.compiled.delete(this.compiled.keys().next().value!);
+      this.compiled.set(dataset.id, compiled);
+    }
+    return compiled;
+  }
+
+  private compile(dataset: Dataset, policies: RowPolicy[]): CompiledPolicies['policies'] {
     const column = columnLookup(dataset.columns);
     const lookup = (name: string) => column(name, 'policy');
-    const conditions = applicable.map((policy) => {
+    return policies.map((policy) => {
+      let condition: RawBuilder<boolean>;
       try {
         const parts = policy.filters.map((filter) => compileFilter(filter, lookup, 'policy'));
-        return parts.length ? sql<boolean>`(${sql.join(parts, sql` and `)})` : sql<boolean>`1 = 1`;
+        condition = parts.length ? sql<boolean>`(${sql.join(parts, sql` and `)})` : sql<boolean>`1 = 1`;
       } catch {
-        return NOTHING; // a policy naming a column the dataset lost fails closed
+        condition = NOTHING; // a policy naming a column the dataset lost fails closed
       }
+      return { id: policy.id, groupId: policy.group_id, condition };
     });
-    return { condition: sql<boolean>`(${sql.join(conditions, sql` or `)})`, key: `policies:${applicable.map((p) => p.id).join(',')}` };
   }
 }

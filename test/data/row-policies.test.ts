@@ -108,3 +108,55 @@ describe.each(DIALECTS)('row policies (%s)', (dialect) => {
     expect((await t.request('POST', `/api/datasets/${datasetId}/row-policies`, { body: { group_id: admins.body.id, filters: ['country:eq:FR'] } })).status).toBe(422);
   });
 });
+
+/** The compiled policies are cached per dataset version; no change may be served stale. */
+describe.each(DIALECTS)('row policies, cached (%s)', (dialect) => {
+  let t: TestKernel;
+  let other: Awaited<ReturnType<TestKernel['peer']>>;
+  let datasetId: number;
+  let team: number;
+  let member: { id: number; token: string };
+  const csv = (rows: string) => ({ body: rows, headers: { 'content-type': 'text/csv' } });
+  const idsOn = async (request: TestKernel['request'], token: string) => {
+    const res = await request('GET', `/api/datasets/${datasetId}/rows?limit=100`, { token });
+    expect(res.status, res.text).toBe(200);
+    return res.body.rows.map((r: { id: number }) => r.id);
+  };
+
+  beforeAll(async () => {
+    t = await startTestKernel({ dialect });
+    other = await t.peer();
+    const project = await t.request('POST', '/api/projects', { body: { key: 'RLC', name: 'Row policy cache' } });
+    datasetId = (await t.request('POST', '/api/datasets', { body: { name: 'orders', project_id: project.body.id } })).body.id;
+    expect((await t.request('POST', `/api/datasets/${datasetId}/data`, csv('id,region\n1,north\n2,south\n3,north\n'))).status).toBe(200);
+    team = (await t.request('POST', '/api/groups', { body: { name: 'north-team', capabilities: [] } })).body.id;
+    member = await t.userToken('editor', 'rlc-member');
+    expect(await idsOn(other.request, member.token)).toEqual([1, 2, 3]);
+  });
+  afterAll(async () => t?.stop());
+
+  it('a policy created through one instance applies on the other at its next read', async () => {
+    const policy = await t.request('POST', `/api/datasets/${datasetId}/row-policies`, { body: { group_id: team, filters: ['region:eq:north'] } });
+    expect(policy.status, policy.text).toBe(201);
+    expect(await idsOn(other.request, member.token)).toEqual([]);
+  });
+
+  it('joining the policy\u2019s group opens its rows at the next read', async () => {
+    expect((await t.request('POST', `/api/groups/${team}/members`, { body: { user_id: member.id } })).status).toBe(201);
+    expect(await idsOn(other.request, member.token)).toEqual([1, 3]);
+    expect(await idsOn(t.request, member.token)).toEqual([1, 3]);
+  });
+
+  it('new data under a new schema recompiles the policies: a lost column closes every row, its return reopens them', async () => {
+    expect((await t.request('POST', `/api/datasets/${datasetId}/data?mode=replace`, csv('id,area\n1,north\n2,south\n'))).status).toBe(200);
+    expect(await idsOn(other.request, member.token)).toEqual([]);
+    expect((await t.request('POST', `/api/datasets/${datasetId}/data?mode=replace`, csv('id,region\n4,north\n5,south\n6,north\n'))).status).toBe(200);
+    expect(await idsOn(other.request, member.token)).toEqual([4, 6]);
+  });
+
+  it('a policy removed through one instance is lifted on the other at its next read', async () => {
+    const [policy] = (await t.request('GET', `/api/datasets/${datasetId}/row-policies`)).body;
+    expect((await t.request('DELETE', `/api/datasets/${datasetId}/row-policies/${policy.id}`)).status).toBe(204);
+    expect(await idsOn(other.request, member.token)).toEqual([4, 5, 6]);
+  });
+});
