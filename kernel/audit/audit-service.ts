@@ -69,7 +69,7 @@ export class AuditService {
 
   /** Records on behalf of one request; every route handler gets this as `audit`. */
   for(request: AuditOrigin): RequestAudit {
-    return { record: (event) => this.record(event, request) };
+    return new AuditOnBehalf(this, request);
   }
 
   /** Records an event; `request` is absent for what no request causes (start-up, scheduled work). */
@@ -108,5 +108,17 @@ export class AuditService {
     const rows = await query.execute();
     const page = rows.slice(0, q.limit).map((r) => ({ ...r, details: this.storage.decodeJson<Record<string, unknown>>(r.details) ?? {} }) as AuditRecord);
     return { items: page, next_cursor: rows.length > q.limit ? page[page.length - 1].id : null };
+  }
+}
+
+/** The audit log bound to one request (a class: a handler gets one on every request). */
+class AuditOnBehalf implements RequestAudit {
+  constructor(
+    private readonly service: AuditService,
+    private readonly request: AuditOrigin,
+  ) {}
+
+  record(event: AuditEvent): Promise<void> {
+    return this.service.record(event, this.request);
   }
 }

@@ -29,6 +29,7 @@ export interface Identity {
  */
 export class Authenticator {
   private readonly verified = new VerifiedTokenCache();
+  private readonly findToken = (hmac: string) => this.snapshot.token(hmac);
 
   constructor(
     private readonly snapshot: IdentitySnapshot,
@@ -42,7 +43,7 @@ export class Authenticator {
     const credential = match[1];
     await this.snapshot.refresh();
     if (credential.startsWith(PAT_PREFIX)) {
-      const resolved = await this.tokens.resolve(credential, (hmac) => this.snapshot.token(hmac));
+      const resolved = await this.tokens.resolve(credential, this.findToken);
       if ('refused' in resolved) throw problems.unauthorized(`invalid token: ${resolved.refused}`);
       return identityOf(await this.snapshot.user(resolved.token.user_id), 'pat', resolved.token.id, resolved.scopes);
     }

@@ -21,15 +21,20 @@ function baseline(role: string, isPlatformAdmin: boolean, known: ReadonlyMap<str
 /**
  * A request's capabilities (spec §2.1, §5.5): the baseline of the user's legacy role (platform
  * admins: every capability) plus those of the user's groups in the current organization,
- * intersected with the token's scopes when a scoped PAT is used. Computed on every request from
- * the identity snapshot, which follows every change of groups and memberships.
+ * intersected with the token's scopes when a scoped PAT is used. Evaluated for every request
+ * against the identity snapshot, which keeps the answer until groups, memberships, roles or
+ * tokens change (or a plugin generation brings another catalogue).
  */
-export async function effectiveCapabilities(
+export function effectiveCapabilities(
   identity: Identity,
   orgId: number | null,
   known: ReadonlyMap<string, CapabilityInfo>,
   snapshot: IdentitySnapshot,
-): Promise<Set<string>> {
+): Promise<ReadonlySet<string>> {
+  return snapshot.derived(`capabilities:${identity.userId}:${orgId}:${identity.tokenId}`, known, () => computeCapabilities(identity, orgId, known, snapshot));
+}
+
+async function computeCapabilities(identity: Identity, orgId: number | null, known: ReadonlyMap<string, CapabilityInfo>, snapshot: IdentitySnapshot): Promise<ReadonlySet<string>> {
   const granted = new Set(baseline(identity.role, identity.isPlatformAdmin, known));
   if (orgId !== null && !identity.isPlatformAdmin) {
     for (const group of await snapshot.groupsOf(identity.userId, orgId)) for (const name of group.capabilities) granted.add(name);

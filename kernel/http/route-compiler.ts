@@ -48,8 +48,10 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
       multipart: false,
       parsedMethods: PARSED_METHODS,
     });
-    return (ctx) =>
-      plugin.track(async () => {
+    // One async function per request, counted in flight by the plugin version that serves it.
+    return async (ctx) => {
+      plugin.enter();
+      try {
         const state = ctx.state as RequestState;
         const principal = await authorize(route, ctx, state, deps);
         const streamed = route.request?.stream;
@@ -70,7 +72,10 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
         const orgId = state.orgId ?? null;
         const result = await route.handler({ params, query, headers, body, principal, orgId, requestId: state.requestId, log: state.log, audit: deps.audit.for(state), koa: ctx } as never);
         respond(ctx, route, successStatus, result, deps.validateResponses);
-      });
+      } finally {
+        plugin.leave();
+      }
+    };
   };
 }
 

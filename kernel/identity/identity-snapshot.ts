@@ -11,12 +11,23 @@ const CAPACITY = 20_000;
 /** A value already read, or the read in flight (concurrent misses share one query). */
 type Entry = { value: unknown } | { pending: Promise<unknown> };
 
+/** A value computed from identity data and a `basis` it also depends on (e.g. a capability catalogue). */
+interface Derived {
+  basis: object;
+  value: unknown;
+}
+
 /** A value when it is at hand, a promise when it must be read: callers `await` either. */
 export type Maybe<T> = T | Promise<T>;
 
 /** `use(value)` now when the value is at hand, else when it arrives. */
 function andThen<T, U>(value: Maybe<T>, use: (value: T) => U): Maybe<U> {
   return value instanceof Promise ? value.then(use) : use(value);
+}
+
+function includesOrganization(orgs: Organization[], orgId: number): boolean {
+  for (const org of orgs) if (org.id === orgId) return true;
+  return false;
 }
 
 /**
@@ -33,6 +44,7 @@ function andThen<T, U>(value: Maybe<T>, use: (value: T) => U): Maybe<U> {
 export class IdentitySnapshot {
   private counter: number | undefined;
   private readonly entries = new Map<string, Entry>();
+  private readonly derivations = new Map<string, Derived>();
 
   constructor(
     private readonly storage: Storage,
@@ -41,7 +53,7 @@ export class IdentitySnapshot {
 
   /** Forgets everything when identity changed since the entries were read. Once per request, first. */
   refresh(): Maybe<void> {
-    return andThen(this.storage.changeCounter(IDENTITY_COUNTER), (counter) => this.settle(counter));
+    return andThen(this.storage.changeCounter(IDENTITY_COUNTER), this.settle);
   }
 
   user(id: number): Maybe<PublicUser | undefined> {
@@ -57,7 +69,8 @@ export class IdentitySnapshot {
   }
 
   isMember(orgId: number, userId: number): Maybe<boolean> {
-    return andThen(this.organizationsOf(userId), (orgs) => orgs.some((org) => org.id === orgId));
+    const orgs = this.organizationsOf(userId);
+    return orgs instanceof Promise ? orgs.then((list) => includesOrganization(list, orgId)) : includesOrganization(orgs, orgId);
   }
 
   /** The user's groups in the organization, with their capabilities. */
@@ -70,12 +83,31 @@ export class IdentitySnapshot {
     return this.read(`token:${hmac}`, () => this.sources.tokens.findByHmac(hmac));
   }
 
-  private settle(counter: number): void {
+  // A bound field, not a method: refresh() hands it on without making a closure per request.
+  /**
+   * A value computed from what this snapshot holds (and from `basis`), kept until identity changes
+   * or another basis is given. `compute` must read identity through this snapshot only.
+   */
+  async derived<T>(key: string, basis: object, compute: () => Promise<T>): Promise<T> {
+    const known = this.derivations.get(key);
+    if (known?.basis === basis) return known.value as T;
+    const counter = this.counter;
+    const value = await compute();
+    if (this.counter === counter) {
+      if (this.derivations.size >= CAPACITY) this.derivations.delete(this.derivations.keys().next().value!);
+      this.derivations.set(key, { basis, value });
+    }
+    return value;
+  }
+
+  // A bound field, not a method: refresh() hands it on without making a closure per request.
+  private readonly settle = (counter: number): void => {
     if (counter === this.counter) return;
     // Whatever was read or is being read was read before this counter value: none of it is kept.
     this.entries.clear();
+    this.derivations.clear();
     this.counter = counter;
-  }
+  };
 
   private read<T>(key: string, load: () => Promise<T>): Maybe<T> {
     const entry = this.entries.get(key);

@@ -39,15 +39,15 @@ export class LoadedPlugin {
     this.disposables.push(dispose);
   }
 
-  /** Wraps one request: counted as in flight until `work` settles. */
-  async track<T>(work: () => Promise<T>): Promise<T> {
+  /** A request of this version begins: it counts as in flight until `leave()`. */
+  enter(): void {
     this.inflight += 1;
-    try {
-      return await work();
-    } finally {
-      this.inflight -= 1;
-      if (this.inflight === 0) this.idleWaiters.splice(0).forEach((wake) => wake());
-    }
+  }
+
+  /** A request of this version has settled (call it in a `finally`). */
+  leave(): void {
+    this.inflight -= 1;
+    if (this.inflight === 0) this.idleWaiters.splice(0).forEach((wake) => wake());
   }
 
   /** Waits for in-flight requests (at most `timeoutMs`), then runs every disposable, newest first. */

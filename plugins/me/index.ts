@@ -12,6 +12,14 @@ const meSchema = z
   })
   .meta({ id: 'Me' });
 
+/** Sorted once per capability set: the identity snapshot hands the same set to every request of a caller. */
+const sortedLists = new WeakMap<ReadonlySet<string>, string[]>();
+function sorted(capabilities: ReadonlySet<string>): string[] {
+  let list = sortedLists.get(capabilities);
+  if (!list) sortedLists.set(capabilities, (list = [...capabilities].sort()));
+  return list;
+}
+
 /** `GET /api/me`: who you are, where, and what you may do. */
 export default definePlugin({
   deps: { identity: kernelServices.identity },
@@ -31,7 +39,7 @@ export default definePlugin({
             current_org_id: orgId,
             organizations: await identity.organizationsOf(userId),
             groups: orgId === null ? [] : await identity.groupsOf(userId, orgId),
-            capabilities: [...principal!.capabilities].sort(),
+            capabilities: sorted(principal!.capabilities),
             authenticated_via: principal!.via,
           };
         },
