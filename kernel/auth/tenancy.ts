@@ -2,6 +2,7 @@ import type { AuditOrigin, AuditService } from '../audit/audit-service.ts';
 import type { IdentitySnapshot } from '../identity/identity-snapshot.ts';
 import type { OrganizationDirectory } from '../identity/organizations.ts';
 import { problems } from '../problem.ts';
+import { andThen, type Maybe } from '../maybe.ts';
 import type { Identity } from './authenticator.ts';
 
 const ORG_ID = /^\d{1,15}$/;
@@ -19,24 +20,23 @@ export class Tenancy {
   ) {}
 
   /** The current organization; null only when none is named, the user has no default and `required` is false. */
-  async resolve(identity: Identity, header: string | undefined, required: boolean, request: AuditOrigin): Promise<number | null> {
+  resolve(identity: Identity, header: string | undefined, required: boolean, request: AuditOrigin): Maybe<number | null> {
     const given = header?.trim();
     if (given !== undefined && given !== '') {
       if (!ORG_ID.test(given)) throw problems.badRequest('X-Org-Id must be an integer organization id', [{ path: 'headers.x-org-id', message: 'must be an integer' }]);
-      return this.enter(identity, Number(given), request);
+      const orgId = Number(given);
+      return andThen(this.snapshot.isMember(orgId, identity.userId), (member) => (member ? orgId : this.admitNonMember(identity, orgId, request)));
     }
-    if (identity.defaultOrgId !== null) {
-      if (await this.snapshot.isMember(identity.defaultOrgId, identity.userId)) return identity.defaultOrgId;
-      // A route that is not org-scoped still works for a user who left their default organization.
-      return required || identity.isPlatformAdmin ? this.admitNonMember(identity, identity.defaultOrgId, request) : null;
+    const defaultOrgId = identity.defaultOrgId;
+    if (defaultOrgId !== null) {
+      return andThen(this.snapshot.isMember(defaultOrgId, identity.userId), (member) => {
+        if (member) return defaultOrgId;
+        // A route that is not org-scoped still works for a user who left their default organization.
+        return required || identity.isPlatformAdmin ? this.admitNonMember(identity, defaultOrgId, request) : null;
+      });
     }
     if (required) throw problems.badRequest('no organization: send X-Org-Id or set a default organization', [{ path: 'headers.x-org-id', message: 'required' }]);
     return null;
-  }
-
-  private async enter(identity: Identity, orgId: number, request: AuditOrigin): Promise<number> {
-    if (await this.snapshot.isMember(orgId, identity.userId)) return orgId;
-    return this.admitNonMember(identity, orgId, request);
   }
 
   /** A platform admin may enter any existing organization (audited); anyone else is refused. */

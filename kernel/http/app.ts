@@ -1,4 +1,4 @@
-import Koa, { type Middleware } from 'koa';
+import Koa, { type Context, type Middleware } from 'koa';
 import type { Logger } from 'pino';
 import type { Storage } from '../../storage/index.ts';
 import { problems } from '../problem.ts';
@@ -56,22 +56,22 @@ export class InflightCounter {
 
 /** Health endpoints, outside the description: liveness, and readiness including the database. */
 function healthRoutes(storage: Storage, inflight: InflightCounter): Middleware {
-  return async (ctx, next) => {
-    if (ctx.path === '/healthz' && ctx.method === 'GET') {
+  const ready = async (ctx: Context) => {
+    if (inflight.draining) throw problems.unavailable('shutting down');
+    try {
+      await storage.ping();
+    } catch {
+      throw problems.unavailable('database unreachable');
+    }
+    ctx.body = { status: 'ready' };
+  };
+  return (ctx, next) => {
+    if (ctx.method === 'GET' && ctx.path === '/healthz') {
       ctx.body = { status: 'ok' };
-      return;
+      return Promise.resolve();
     }
-    if (ctx.path === '/readyz' && ctx.method === 'GET') {
-      if (inflight.draining) throw problems.unavailable('shutting down');
-      try {
-        await storage.ping();
-      } catch {
-        throw problems.unavailable('database unreachable');
-      }
-      ctx.body = { status: 'ready' };
-      return;
-    }
-    await next();
+    if (ctx.method === 'GET' && ctx.path === '/readyz') return ready(ctx);
+    return next();
   };
 }
 

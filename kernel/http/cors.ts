@@ -12,7 +12,7 @@ const PREFLIGHT_MAX_AGE_S = '600';
  */
 export function cors(allowedOrigins: readonly string[]): Middleware {
   const allowed = new Set(allowedOrigins.map((o) => o.replace(/\/$/, '')));
-  return async (ctx, next) => {
+  return (ctx, next) => {
     const origin = ctx.get('Origin');
     if (!origin) return next();
     ctx.vary('Origin');
@@ -25,12 +25,12 @@ export function cors(allowedOrigins: readonly string[]): Middleware {
       ctx.set('Access-Control-Allow-Headers', ALLOWED_HEADERS);
       ctx.set('Access-Control-Max-Age', PREFLIGHT_MAX_AGE_S);
       ctx.status = 204;
-      return;
+      return Promise.resolve();
     }
     if (isAllowed) {
       ctx.set('Access-Control-Allow-Origin', origin);
       ctx.set('Access-Control-Expose-Headers', EXPOSED_HEADERS);
     }
-    await next();
+    return next();
   };
 }

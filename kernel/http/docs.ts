@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import type { Context, Middleware } from 'koa';
+import type { Context, Middleware, Next } from 'koa';
 import { koaSwagger } from 'koa2-swagger-ui';
 import { DOCS_CSP } from './security-headers.ts';
 
@@ -44,8 +44,7 @@ export function docsRoutes(openapi: () => Record<string, unknown>): Middleware {
     ctx.body = html;
   };
 
-  return async (ctx, next) => {
-    if (ctx.method !== 'GET' && ctx.method !== 'HEAD') return next();
+  const serve = async (ctx: Context, next: Next) => {
     if (ctx.path === '/openapi.json') {
       ctx.body = openapi();
       return;
@@ -61,5 +60,10 @@ export function docsRoutes(openapi: () => Record<string, unknown>): Middleware {
     ctx.type = asset.type;
     ctx.set('Cache-Control', 'public, max-age=86400');
     ctx.body = fs.createReadStream(asset.file);
+  };
+  // Every API request passes here: only the docs' own paths take the async branch.
+  return (ctx, next) => {
+    if ((ctx.method !== 'GET' && ctx.method !== 'HEAD') || ctx.path.startsWith('/api/')) return next();
+    return serve(ctx, next);
   };
 }

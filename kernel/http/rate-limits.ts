@@ -1,4 +1,4 @@
-import type { Middleware } from 'koa';
+import type { Context, Middleware, Next } from 'koa';
 import { problems } from '../problem.ts';
 import type { RateLimitStore } from '../rate-limit/rate-limit-store.ts';
 import type { RequestState } from './state.ts';
@@ -17,16 +17,20 @@ const retryAfter = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
  * the spec's reverse proxy does, the general /api/ bucket 429. Both carry Retry-After.
  */
 export function rateLimits(store: RateLimitStore, settings: RateLimitSettings): Middleware<RequestState> {
-  return async (ctx, next) => {
-    if (ctx.path.startsWith('/api/auth/') || ctx.path === '/api/auth') {
-      if (settings.authPerSecond > 0) {
-        const decision = await store.take(`auth:${ctx.state.ip}`, settings.authPerSecond, 1000);
-        if (!decision.allowed) throw problems.unavailable('too many authentication requests from this address; retry later', retryAfter(decision.retryAfterMs));
-      }
-    } else if (ctx.path.startsWith('/api/') && settings.apiPerSecond > 0) {
+  const limited = async (ctx: Context & { state: RequestState }, next: Next, auth: boolean) => {
+    if (auth) {
+      const decision = await store.take(`auth:${ctx.state.ip}`, settings.authPerSecond, 1000);
+      if (!decision.allowed) throw problems.unavailable('too many authentication requests from this address; retry later', retryAfter(decision.retryAfterMs));
+    } else {
       const decision = await store.take(`api:${ctx.state.ip}`, settings.apiPerSecond, 1000);
       if (!decision.allowed) throw problems.tooManyRequests('too many requests from this address; retry later', retryAfter(decision.retryAfterMs));
     }
     await next();
+  };
+  return (ctx, next) => {
+    const path = ctx.path;
+    const auth = path.startsWith('/api/auth/') || path === '/api/auth';
+    if (auth ? settings.authPerSecond > 0 : settings.apiPerSecond > 0 && path.startsWith('/api/')) return limited(ctx, next, auth);
+    return next();
   };
 }

@@ -1,4 +1,5 @@
 import type { Storage } from '../../storage/index.ts';
+import { andThen, type Maybe } from '../maybe.ts';
 import { IDENTITY_COUNTER } from '../migrations/index.ts';
 import type { Group, GroupDirectory } from './groups.ts';
 import type { Organization, OrganizationDirectory } from './organizations.ts';
@@ -17,13 +18,6 @@ interface Derived {
   value: unknown;
 }
 
-/** A value when it is at hand, a promise when it must be read: callers `await` either. */
-export type Maybe<T> = T | Promise<T>;
-
-/** `use(value)` now when the value is at hand, else when it arrives. */
-function andThen<T, U>(value: Maybe<T>, use: (value: T) => U): Maybe<U> {
-  return value instanceof Promise ? value.then(use) : use(value);
-}
 
 function includesOrganization(orgs: Organization[], orgId: number): boolean {
   for (const org of orgs) if (org.id === orgId) return true;

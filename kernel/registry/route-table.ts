@@ -52,7 +52,7 @@ export class RouteTable {
     if (bucketsAreSound) for (const [bucket, router] of bucketRouters) this.buckets.set(bucket, router.routes() as unknown as Middleware);
   }
 
-  async dispatch(ctx: Context): Promise<void> {
+  dispatch(ctx: Context): Promise<void> {
     const method = ctx.method === 'HEAD' ? 'GET' : ctx.method;
     const exact = this.exact.get(`${method} ${ctx.path}`);
     if (exact) {

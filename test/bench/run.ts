@@ -1,6 +1,7 @@
 /**
  * `npm run bench`: measures, in one run on this machine, a bare Koa hello-world against a kernel
- * route without auth (the ratio is what matters: both run under the same load on the same box),
+ * route without auth and GET /api/me with a JWT and a PAT, in alternating rounds (the ratio is what
+ * matters: both sides run under the same load on the same box),
  * the kernel's start-up time with every manifest loaded, and the time one plugin reload takes.
  * Prints a table and writes test/bench/results/latest.json.
  */
@@ -17,8 +18,10 @@ import { REPO_ROOT, writeManifest } from '../harness/test-kernel.ts';
 import { INGEST_ROWS, peakRssMb, rawPostgresCopySeconds, rawSqliteInsertSeconds, sqlAggregate, uploadCsv, writeCsv } from './ingest.ts';
 import { createScratchDatabase } from '../harness/scratch-database.ts';
 
-const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 8);
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
+/** Throughput rounds: each runs the baseline and every kernel case back to back; ratios are per round. */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const STARTUP_RUNS = 5;
 const RELOAD_RUNS = 20;
 
@@ -117,6 +120,35 @@ async function credentials(base: string) {
 }
 
 const ratio = (value: number, baseline: number) => Math.round((value / baseline) * 100) / 100;
+
+type Measured = Awaited<ReturnType<typeof load>>;
+
+/**
+ * ROUNDS rounds of: the baseline, then each case. Answers each case's median round (by its ratio to
+ * the baseline of the same round) with every round's ratio, and the baseline's median round.
+ */
+async function throughputRounds<K extends string>(baselineUrl: string, cases: Record<K, { url: string; headers?: Record<string, string> }>) {
+  const names = Object.keys(cases) as K[];
+  const baselines: Measured[] = [];
+  const measured = Object.fromEntries(names.map((name) => [name, [] as (Measured & { ratio_vs_koa: number })[]])) as Record<K, (Measured & { ratio_vs_koa: number })[]>;
+  for (let round = 0; round < ROUNDS; round += 1) {
+    const koaRound = await load(baselineUrl);
+    baselines.push(koaRound);
+    for (const name of names) {
+      const result = await load(cases[name].url, cases[name].headers);
+      measured[name].push({ ...result, ratio_vs_koa: ratio(result.requests_per_s, koaRound.requests_per_s) });
+    }
+  }
+  const medianBy = <T>(items: T[], key: (item: T) => number) => [...items].sort((a, b) => key(a) - key(b))[Math.floor(items.length / 2)];
+  const summary = Object.fromEntries(
+    names.map((name) => {
+      const rounds = measured[name];
+      const middle = medianBy(rounds, (r) => r.ratio_vs_koa);
+      return [name, { ...middle, median_ratio_vs_koa: middle.ratio_vs_koa, ratio_per_round: rounds.map((r) => r.ratio_vs_koa) }];
+    }),
+  ) as unknown as Record<K, Measured & { median_ratio_vs_koa: number; ratio_per_round: number[] }>;
+  return { baseline: medianBy(baselines, (b) => b.requests_per_s), ...summary };
+}
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 const round = (ms: number) => Math.round(ms * 10) / 10;
 
@@ -132,19 +164,22 @@ async function main() {
   writeManifest(manifests, { id: 'probe', router: { prefix: '/api/probe', tag: 'probe' } }, 'probe');
   const manifestCount = fs.readdirSync(manifests).length;
 
-  // Throughput: both servers are separate processes loaded the same way, one after the other.
+  // Throughput: both servers are separate processes loaded the same way. The baseline and the kernel
+  // cases alternate, round after round, so a change in the machine's load hits both sides of a ratio.
   const koaPort = await freePort();
   const koa = await startProcess(['test/bench/hello-koa.ts', String(koaPort)], {}, /ready/);
-  const baseline = await load(`http://127.0.0.1:${koaPort}/`).finally(() => koa.kill('SIGTERM'));
   const kernelPort = await freePort();
   const kernelProcess = await startProcess(['kernel/main.ts'], kernelEnv({ PORT: String(kernelPort), DATA_DIR: path.join(work, 'data-load'), MANIFESTS_DIR: manifests }), /listening/);
   const base = `http://127.0.0.1:${kernelPort}`;
-  let kernelRoute, meWithJwt, meWithPat, ingest, rowsPages, sqlQuery;
+  let baseline, kernelRoute, meWithJwt, meWithPat, ingest, rowsPages, sqlQuery;
   try {
-    kernelRoute = await load(`${base}/api/probe`);
     const { jwt, pat } = await credentials(base);
-    meWithJwt = await load(`${base}/api/me`, { authorization: `Bearer ${jwt}` });
-    meWithPat = await load(`${base}/api/me`, { authorization: `Bearer ${pat}` });
+    const rounds = await throughputRounds(`http://127.0.0.1:${koaPort}/`, {
+      kernel_route_no_auth: { url: `${base}/api/probe` },
+      me_with_jwt: { url: `${base}/api/me`, headers: { authorization: `Bearer ${jwt}` } },
+      me_with_pat: { url: `${base}/api/me`, headers: { authorization: `Bearer ${pat}` } },
+    });
+    ({ baseline, kernel_route_no_auth: kernelRoute, me_with_jwt: meWithJwt, me_with_pat: meWithPat } = rounds);
 
     // Ingest through the API against the raw driver, then page reads.
     // Flat memory: a quarter-size file first, then the full one; peak RSS must not grow with the size.
@@ -174,6 +209,7 @@ async function main() {
     rowsPages = await load(`${base}/api/datasets/${dataset.id}/rows?limit=100&sort=-amount&filter=country:eq:FR`, { authorization: `Bearer ${jwt}` });
     sqlQuery = await sqlAggregate(base, jwt, path.join(work, 'data-load', 'platform.db'), `org_1__ds_${dataset.id}`);
   } finally {
+    koa.kill('SIGTERM');
     kernelProcess.kill('SIGTERM');
   }
 
@@ -202,7 +238,7 @@ async function main() {
   const results = {
     measured_at: new Date().toISOString(),
     machine: { cpus: os.cpus().length, node: process.version },
-    load: { connections: CONNECTIONS, duration_s: DURATION_S },
+    load: { connections: CONNECTIONS, duration_s: DURATION_S, rounds: ROUNDS },
     koa_hello_world: baseline,
     kernel_route_no_auth: kernelRoute,
     me_with_jwt: meWithJwt,
@@ -211,9 +247,9 @@ async function main() {
     rows_page_sorted_filtered: rowsPages,
     sql_aggregate: sqlQuery,
     ingest_postgres: postgresIngest,
-    throughput_ratio_kernel_vs_koa: ratio(kernelRoute.requests_per_s, baseline.requests_per_s),
-    throughput_ratio_me_jwt_vs_koa: ratio(meWithJwt.requests_per_s, baseline.requests_per_s),
-    throughput_ratio_me_pat_vs_koa: ratio(meWithPat.requests_per_s, baseline.requests_per_s),
+    throughput_ratio_kernel_vs_koa: kernelRoute.median_ratio_vs_koa,
+    throughput_ratio_me_jwt_vs_koa: meWithJwt.median_ratio_vs_koa,
+    throughput_ratio_me_pat_vs_koa: meWithPat.median_ratio_vs_koa,
     startup_ms: { manifests: manifestCount, median: round(median(startups)), runs: startups.map(round) },
     plugin_reload_ms: { median: round(median(reloads)), max: round(Math.max(...reloads)), runs: RELOAD_RUNS },
   };
