@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { Migrator, openStorage, type Storage } from '../storage/index.ts';
 import { AuditService } from './audit/audit-service.ts';
 import { Authenticator } from './auth/authenticator.ts';
+import { Authorizer } from './auth/authorizer.ts';
 import { issueAccessToken, type JwtSettings } from './auth/jwt.ts';
 import { Tenancy } from './auth/tenancy.ts';
 import { bootstrapAdmin } from './bootstrap.ts';
@@ -98,14 +99,18 @@ export class Kernel {
       [kernelServices.vault.id]: () => vault,
       [kernelServices.outbound.id]: () => outbound,
     };
-    const compile = createRouteCompiler({
+    const authorizer = new Authorizer({
       authenticator: new Authenticator(identity, this.jwt, tokens),
       tenancy: new Tenancy(identity, organizations, this.audit),
       identity,
-      audit: this.audit,
+      tokens,
       capabilities: () => this.registry.current.capabilities,
       rateLimits: rateLimitStore,
       patRateLimitPerMin: settings.PAT_RATE_LIMIT_PER_MIN,
+    });
+    const compile = createRouteCompiler({
+      authorizer,
+      audit: this.audit,
       bodyLimit: settings.BODY_LIMIT,
       validateResponses: settings.VALIDATE_RESPONSES,
     });

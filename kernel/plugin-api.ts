@@ -163,7 +163,7 @@ export function isPluginDefinition(value: unknown): value is PluginDefinition {
   return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[PLUGIN_BRAND] === true;
 }
 
-export { defineRoute, reply, type RouteDefinition, type Principal } from './route.ts';
+export { defineRoute, reply, JsonText, type RouteDefinition, type Principal } from './route.ts';
 export { fieldErrorsOf, HttpProblem, problems, type FieldError } from './problem.ts';
 export type { AuditEvent, RequestAudit } from './audit/audit-service.ts';
 export * as identitySchemas from './identity/schemas.ts';

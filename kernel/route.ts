@@ -86,6 +86,17 @@ export function isReply(value: unknown): value is Reply {
 }
 
 /**
+ * A JSON answer serialized ahead of time: a handler that gives the same answer to many requests
+ * (kept until its inputs change) keeps the text instead of having it serialized for each one.
+ */
+export class JsonText {
+  readonly text: string;
+  constructor(value: unknown) {
+    this.text = JSON.stringify(value);
+  }
+}
+
+/**
  * A route, declared once: the kernel derives request validation, the permission and tenancy
  * checks and the OpenAPI operation from this one object.
  */

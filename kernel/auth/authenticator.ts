@@ -19,13 +19,15 @@ export interface Identity {
   tokenId: number | null;
   /** A scoped PAT's scopes; null = the owner's full permissions. */
   scopes: ReadonlySet<string> | null;
+  /** When the credential stops being valid (JWT `exp`, PAT expiry); null = never. */
+  expiresAtMs: number | null;
 }
 
 /**
  * Resolves `Authorization: Bearer …` (spec §5.2): a value starting with `svc_` is a personal
  * access token, anything else a JWT. The owner and the token are read from the identity snapshot,
- * checked against the database's change counter first, so a deactivated user or a revoked token
- * is refused on the very next request.
+ * which the caller refreshes first (checked against the database's change counter), so a
+ * deactivated user or a revoked token is refused on the very next request.
  */
 export class Authenticator {
   private readonly verified = new VerifiedTokenCache();
@@ -41,11 +43,10 @@ export class Authenticator {
     const match = BEARER.exec(authorization ?? '');
     if (!match) throw problems.unauthorized('missing bearer token: send Authorization: Bearer <token>');
     const credential = match[1];
-    await this.snapshot.refresh();
     if (credential.startsWith(PAT_PREFIX)) {
       const resolved = await this.tokens.resolve(credential, this.findToken);
       if ('refused' in resolved) throw problems.unauthorized(`invalid token: ${resolved.refused}`);
-      return identityOf(await this.snapshot.user(resolved.token.user_id), 'pat', resolved.token.id, resolved.scopes);
+      return identityOf(await this.snapshot.user(resolved.token.user_id), 'pat', resolved.token.id, resolved.scopes, resolved.expiresAtMs);
     }
     let claims;
     try {
@@ -53,13 +54,13 @@ export class Authenticator {
     } catch (err) {
       throw problems.unauthorized(`invalid token: ${(err as Error).message}`);
     }
-    return identityOf(await this.snapshot.user(claims.user_id), 'jwt', null, null);
+    return identityOf(await this.snapshot.user(claims.user_id), 'jwt', null, null, claims.exp * 1000);
   }
 }
 
 /** The caller a credential names, if that user still exists and is active. */
-function identityOf(user: PublicUser | undefined, via: Identity['via'], tokenId: number | null, scopes: ReadonlySet<string> | null): Identity {
+function identityOf(user: PublicUser | undefined, via: Identity['via'], tokenId: number | null, scopes: ReadonlySet<string> | null, expiresAtMs: number | null): Identity {
   if (!user) throw problems.unauthorized('invalid token: the user no longer exists');
   if (!user.is_active) throw problems.unauthorized('invalid token: the user is deactivated');
-  return { userId: user.id, username: user.username, role: user.role, isPlatformAdmin: user.role === PLATFORM_ADMIN_ROLE, defaultOrgId: user.default_org_id, via, tokenId, scopes };
+  return { userId: user.id, username: user.username, role: user.role, isPlatformAdmin: user.role === PLATFORM_ADMIN_ROLE, defaultOrgId: user.default_org_id, via, tokenId, scopes, expiresAtMs };
 }

@@ -1,4 +1,5 @@
 import type { IdentitySnapshot } from '../identity/identity-snapshot.ts';
+import type { Maybe } from '../maybe.ts';
 import type { CapabilityInfo } from '../registry/generation.ts';
 import type { Identity } from './authenticator.ts';
 
@@ -30,7 +31,7 @@ export function effectiveCapabilities(
   orgId: number | null,
   known: ReadonlyMap<string, CapabilityInfo>,
   snapshot: IdentitySnapshot,
-): Promise<ReadonlySet<string>> {
+): Maybe<ReadonlySet<string>> {
   return snapshot.derived(`capabilities:${identity.userId}:${orgId}:${identity.tokenId}`, known, () => computeCapabilities(identity, orgId, known, snapshot));
 }
 

@@ -29,16 +29,19 @@ export class InflightCounter {
   private waiters: (() => void)[] = [];
   draining = false;
 
-  readonly middleware: Middleware = async (ctx, next) => {
+  readonly middleware: Middleware = (ctx, next) => {
     this.count += 1;
     if (this.draining) ctx.set('Connection', 'close');
     // A request ends when its answer is written (or its connection drops), not when the middleware
     // returns: Koa writes the body after that, and shutdown closes every connection once idle.
-    ctx.res.once('close', () => {
-      this.count -= 1;
-      if (this.count === 0) this.waiters.splice(0).forEach((wake) => wake());
-    });
-    await next();
+    ctx.res.once('close', this.ended);
+    return next();
+  };
+
+  // A bound field, not a closure per request.
+  private readonly ended = () => {
+    this.count -= 1;
+    if (this.count === 0 && this.waiters.length > 0) this.waiters.splice(0).forEach((wake) => wake());
   };
 
   /** Resolves when no request is in progress, or after `timeoutMs`. */

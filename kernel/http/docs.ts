@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Context, Middleware, Next } from 'koa';
 import { koaSwagger } from 'koa2-swagger-ui';
-import { DOCS_CSP } from './security-headers.ts';
+import { documentHeaders } from './security-headers.ts';
 
 const require = createRequire(import.meta.url);
 const swaggerDist = path.dirname(require.resolve('swagger-ui-dist/package.json'));
@@ -40,7 +40,7 @@ export function docsRoutes(openapi: () => Record<string, unknown>): Middleware {
   });
   const page = (ctx: Context, html: string) => {
     ctx.type = 'text/html; charset=utf-8';
-    ctx.set('Content-Security-Policy', DOCS_CSP);
+    documentHeaders(ctx, 'no-cache');
     ctx.body = html;
   };
 
@@ -58,7 +58,7 @@ export function docsRoutes(openapi: () => Record<string, unknown>): Middleware {
     const asset = ASSETS[ctx.path];
     if (!asset) return next();
     ctx.type = asset.type;
-    ctx.set('Cache-Control', 'public, max-age=86400');
+    documentHeaders(ctx, 'public, max-age=86400');
     ctx.body = fs.createReadStream(asset.file);
   };
   // Every API request passes here: only the docs' own paths take the async branch.

@@ -2,25 +2,16 @@ import type { Context, Middleware } from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
 import type { ZodType } from 'zod';
 import type { AuditService } from '../audit/audit-service.ts';
-import type { Authenticator, Identity } from '../auth/authenticator.ts';
-import { effectiveCapabilities } from '../auth/capabilities.ts';
-import type { Tenancy } from '../auth/tenancy.ts';
-import type { IdentitySnapshot } from '../identity/identity-snapshot.ts';
+import type { Authorizer } from '../auth/authorizer.ts';
+import { andThen, type Maybe } from '../maybe.ts';
 import { fieldErrorsOf, HttpProblem, problems, type FieldError } from '../problem.ts';
-import type { RateLimitStore } from '../rate-limit/rate-limit-store.ts';
-import type { CapabilityInfo, MountedRoute, RouteCompiler } from '../registry/generation.ts';
-import { isReply, type Principal, type RouteDefinition } from '../route.ts';
+import type { MountedRoute, RouteCompiler } from '../registry/generation.ts';
+import { isReply, JsonText, type RouteDefinition } from '../route.ts';
 import type { RequestState } from './state.ts';
 
 export interface RouteCompilerDeps {
-  authenticator: Authenticator;
-  tenancy: Tenancy;
-  identity: IdentitySnapshot;
+  authorizer: Authorizer;
   audit: AuditService;
-  capabilities: () => ReadonlyMap<string, CapabilityInfo>;
-  rateLimits: RateLimitStore;
-  /** Requests per minute per personal access token; 0 = unlimited. */
-  patRateLimitPerMin: number;
   bodyLimit: string;
   /** Check every answer against its declared schema (development and test): drift is a 500. */
   validateResponses: boolean;
@@ -48,60 +39,78 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
       multipart: false,
       parsedMethods: PARSED_METHODS,
     });
-    // One async function per request, counted in flight by the plugin version that serves it.
-    return async (ctx) => {
-      plugin.enter();
-      try {
-        const state = ctx.state as RequestState;
-        const principal = await authorize(route, ctx, state, deps);
-        const streamed = route.request?.stream;
-        if (streamed && !ctx.is(streamed.contentTypes)) {
-          throw new HttpProblem(415, `send the body as ${streamed.contentTypes.join(' or ')}, not ${ctx.request.type || 'an unnamed type'}`);
-        }
-        if (route.request?.body) {
-          if (ctx.request.length && !ctx.is(bodyTypes)) throw new HttpProblem(415, `send the body as ${bodyTypes.join(' or ')}, not ${ctx.request.type || 'an unnamed type'}`);
-          await parseBody(ctx, async () => undefined);
-        }
-        const errors: FieldError[] = [];
-        const params = check('params', route.request?.params, (ctx as unknown as { params: unknown }).params ?? {}, errors);
-        const query = check('query', route.request?.query, ctx.query, errors);
-        const headers = check('headers', route.request?.headers, ctx.headers, errors);
-        const body = check('body', route.request?.body, ctx.request.body, errors);
-        if (errors.length) throw problems.badRequest(`request validation failed: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
-
-        const orgId = state.orgId ?? null;
-        const result = await route.handler({ params, query, headers, body, principal, orgId, requestId: state.requestId, log: state.log, audit: deps.audit.for(state), koa: ctx } as never);
-        respond(ctx, route, successStatus, result, deps.validateResponses);
-      } finally {
-        plugin.leave();
+    // The steps run one after the other; a step whose answer is at hand (a known caller, a handler
+    // answering from memory) is not awaited: on the request path every promise layer costs more
+    // than the lookup it would wrap.
+    const handle = (ctx: Context, state: RequestState): Maybe<void> => {
+      const input = route.request ? validated(route, ctx) : NO_INPUT;
+      const answer = route.handler({
+        params: input.params,
+        query: input.query,
+        headers: input.headers,
+        body: input.body,
+        principal: state.principal ?? null,
+        orgId: state.orgId ?? null,
+        requestId: state.requestId,
+        log: state.log,
+        audit: deps.audit.for(state),
+        koa: ctx,
+      } as never);
+      if (answer instanceof Promise) return answer.then((result) => respond(ctx, route, successStatus, result, deps.validateResponses));
+      respond(ctx, route, successStatus, answer, deps.validateResponses);
+    };
+    const receive = (ctx: Context, state: RequestState): Maybe<void> => {
+      const streamed = route.request?.stream;
+      if (streamed && !ctx.is(streamed.contentTypes)) {
+        throw new HttpProblem(415, `send the body as ${streamed.contentTypes.join(' or ')}, not ${ctx.request.type || 'an unnamed type'}`);
       }
+      if (!route.request?.body) return handle(ctx, state);
+      if (ctx.request.length && !ctx.is(bodyTypes)) throw new HttpProblem(415, `send the body as ${bodyTypes.join(' or ')}, not ${ctx.request.type || 'an unnamed type'}`);
+      return parseBody(ctx, noop).then(() => handle(ctx, state));
+    };
+    const serve = (ctx: Context): Maybe<void> => {
+      const state = ctx.state as RequestState;
+      if (route.security === 'none') return receive(ctx, state);
+      if (route.security === 'apiKey') throw problems.notImplemented('no data API key authenticator is installed');
+      return andThen(deps.authorizer.authorize(route, ctx.req.headers, state), ({ principal, orgId }) => {
+        state.principal = principal;
+        state.orgId = orgId ?? undefined;
+        return receive(ctx, state);
+      });
+    };
+    // Counted in flight by the plugin version that serves it, until its answer is settled.
+    return (ctx) => {
+      plugin.enter();
+      let served: Maybe<void>;
+      try {
+        served = serve(ctx);
+      } catch (err) {
+        plugin.leave();
+        return Promise.reject(err);
+      }
+      if (!(served instanceof Promise)) {
+        plugin.leave();
+        return DONE;
+      }
+      return served.finally(() => plugin.leave());
     };
   };
 }
 
-/** Who calls, in which organization, with which capabilities; refuses what the route does not allow. */
-async function authorize(route: RouteDefinition, ctx: Context, state: RequestState, deps: RouteCompilerDeps): Promise<Principal | null> {
-  if (route.security === 'none') return null;
-  if (route.security === 'apiKey') throw problems.notImplemented('no data API key authenticator is installed');
-  const identity = await deps.authenticator.identify(ctx.get('Authorization') || undefined);
-  if (identity.via === 'pat' && deps.patRateLimitPerMin > 0) await limitToken(identity, deps);
-  const orgId = await deps.tenancy.resolve(identity, ctx.get('X-Org-Id') || undefined, route.orgScoped === true, state);
-  const capabilities = await effectiveCapabilities(identity, orgId, deps.capabilities(), deps.identity);
-  const principal: Principal = { ...identity, capabilities };
-  state.principal = principal;
-  state.orgId = orgId ?? undefined;
-  if (route.capability && !capabilities.has(route.capability)) {
-    const scoped = identity.scopes && !identity.scopes.has(route.capability) ? ' (not among this token\u2019s scopes)' : '';
-    throw problems.forbidden(`this operation needs the capability "${route.capability}"${scoped}`);
-  }
-  return principal;
-}
+const DONE = Promise.resolve();
+const noop = async () => undefined;
+const NO_INPUT = { params: undefined, query: undefined, headers: undefined, body: undefined };
 
-async function limitToken(identity: Identity, deps: RouteCompilerDeps) {
-  const decision = await deps.rateLimits.take(`pat:${identity.tokenId}`, deps.patRateLimitPerMin, 60_000);
-  if (!decision.allowed) {
-    throw problems.tooManyRequests(`this token made more than ${deps.patRateLimitPerMin} requests in a minute`, Math.max(1, Math.ceil(decision.retryAfterMs / 1000)));
-  }
+/** The request's parameters, query, headers and body, parsed by the route's schemas; 400 naming every field that fails. */
+function validated(route: RouteDefinition, ctx: Context) {
+  const schemas = route.request!;
+  const errors: FieldError[] = [];
+  const params = check('params', schemas.params, (ctx as unknown as { params: unknown }).params ?? {}, errors);
+  const query = schemas.query && check('query', schemas.query, ctx.query, errors);
+  const headers = schemas.headers && check('headers', schemas.headers, ctx.headers, errors);
+  const body = check('body', schemas.body, ctx.request.body, errors);
+  if (errors.length) throw problems.badRequest(`request validation failed: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
+  return { params, query, headers, body };
 }
 
 function check(location: string, schema: ZodType | undefined, value: unknown, errors: FieldError[]): unknown {
@@ -119,12 +128,18 @@ function respond(ctx: Context, route: RouteDefinition, successStatus: number, re
   if (validate) {
     const response = route.responses[status];
     if (!response) throw new Error(`route ${route.method.toUpperCase()} ${route.path} answered ${status}, which it does not declare`);
-    const parsed = response.schema?.safeParse(body);
+    const parsed = response.schema?.safeParse(body instanceof JsonText ? JSON.parse(body.text) : body);
     if (parsed && !parsed.success) {
       throw new Error(`route ${route.method.toUpperCase()} ${route.path} answered a body that breaks its declared ${status} schema: ${parsed.error.message}`);
     }
   }
   ctx.status = status;
   if (isReply(result)) for (const [name, value] of Object.entries(result.headers ?? {})) ctx.set(name, value);
-  if (status !== 204 && body !== undefined) ctx.body = body;
+  if (status === 204 || body === undefined) return;
+  if (body instanceof JsonText) {
+    ctx.set('Content-Type', 'application/json; charset=utf-8');
+    ctx.body = body.text;
+  } else {
+    ctx.body = body;
+  }
 }

@@ -39,6 +39,8 @@ export class IdentitySnapshot {
   private counter: number | undefined;
   private readonly entries = new Map<string, Entry>();
   private readonly derivations = new Map<string, Derived>();
+  /** Resolved callers by credential, then by scope. */
+  private readonly callers = new Map<string, Map<string, Derived>>();
 
   constructor(
     private readonly storage: Storage,
@@ -77,21 +79,48 @@ export class IdentitySnapshot {
     return this.read(`token:${hmac}`, () => this.sources.tokens.findByHmac(hmac));
   }
 
-  // A bound field, not a method: refresh() hands it on without making a closure per request.
   /**
    * A value computed from what this snapshot holds (and from `basis`), kept until identity changes
-   * or another basis is given. `compute` must read identity through this snapshot only.
+   * or another basis is given: at once when known, else once computed. `compute` must read identity
+   * through this snapshot only.
    */
-  async derived<T>(key: string, basis: object, compute: () => Promise<T>): Promise<T> {
+  derived<T>(key: string, basis: object, compute: () => Promise<T>): Maybe<T> {
     const known = this.derivations.get(key);
     if (known?.basis === basis) return known.value as T;
     const counter = this.counter;
-    const value = await compute();
-    if (this.counter === counter) {
-      if (this.derivations.size >= CAPACITY) this.derivations.delete(this.derivations.keys().next().value!);
-      this.derivations.set(key, { basis, value });
+    return compute().then((value) => {
+      if (this.counter === counter) {
+        if (this.derivations.size >= CAPACITY) this.derivations.delete(this.derivations.keys().next().value!);
+        this.derivations.set(key, { basis, value });
+      }
+      return value;
+    });
+  }
+
+  /**
+   * The caller resolved earlier from this credential in this `scope` (organization header and
+   * route kind), if identity has not changed since and `basis` is the same. Keyed by credential
+   * first: the credential string of a request is hashed once, and no key is built per request.
+   */
+  knownCaller<T>(credential: string, scope: string, basis: object): T | undefined {
+    const known = this.callers.get(credential)?.get(scope);
+    return known?.basis === basis ? (known.value as T) : undefined;
+  }
+
+  /** Keeps a resolved caller, unless identity changed after `version` (see `version`), when the caller was read. */
+  keepCaller(credential: string, scope: string, basis: object, caller: unknown, version: number | undefined): void {
+    if (version !== this.counter) return;
+    let scopes = this.callers.get(credential);
+    if (!scopes) {
+      if (this.callers.size >= CAPACITY) this.callers.delete(this.callers.keys().next().value!);
+      this.callers.set(credential, (scopes = new Map()));
     }
-    return value;
+    scopes.set(scope, { basis, value: caller });
+  }
+
+  /** The identity change counter the entries are valid for; read it before resolving a caller. */
+  get version(): number | undefined {
+    return this.counter;
   }
 
   // A bound field, not a method: refresh() hands it on without making a closure per request.
@@ -100,6 +129,7 @@ export class IdentitySnapshot {
     // Whatever was read or is being read was read before this counter value: none of it is kept.
     this.entries.clear();
     this.derivations.clear();
+    this.callers.clear();
     this.counter = counter;
   };
 

@@ -157,7 +157,7 @@ export class PersonalAccessTokens {
   /**
    * The live token a secret names, or a reason it is refused. `find` looks a token up by the HMAC
    * of its secret (the identity snapshot; the database by default). Upgrades a legacy SHA-256 row
-   * to HMAC on its first use; stamps `last_used_at` (see `stampUse`).
+   * to HMAC on its first use; stamps `last_used_at` (see `noteUse`).
    */
   async resolve(secret: string, find: (hmac: string) => ResolvedToken | undefined | Promise<ResolvedToken | undefined> = (hmac) => this.findByHmac(hmac)): Promise<ResolvedToken | { refused: string }> {
     if (!hasValidChecksum(secret) && !(await this.hasLegacyRow(secret))) return { refused: 'unknown token' };
@@ -167,7 +167,7 @@ export class PersonalAccessTokens {
     if (resolved.token.revoked_at) return { refused: 'token revoked' };
     const now = Date.now();
     if (resolved.expiresAtMs !== null && resolved.expiresAtMs <= now) return { refused: 'token expired' };
-    await this.stampUse(resolved.token.id, now);
+    await this.noteUse(resolved.token.id, now);
     return resolved;
   }
 
@@ -197,7 +197,7 @@ export class PersonalAccessTokens {
    * Writes `last_used_at` at most once a minute per token and instance (as GitLab does, at a
    * coarser grain): a write on every request would cost more than the request itself.
    */
-  private stampUse(tokenId: number, now: number): Promise<unknown> | undefined {
+  noteUse(tokenId: number, now: number): Promise<unknown> | undefined {
     const last = this.lastStamped.get(tokenId);
     if (last !== undefined && now - last < LAST_USED_RESOLUTION_MS) return undefined;
     this.lastStamped.delete(tokenId);

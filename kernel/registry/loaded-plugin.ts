@@ -47,7 +47,7 @@ export class LoadedPlugin {
   /** A request of this version has settled (call it in a `finally`). */
   leave(): void {
     this.inflight -= 1;
-    if (this.inflight === 0) this.idleWaiters.splice(0).forEach((wake) => wake());
+    if (this.inflight === 0 && this.idleWaiters.length > 0) this.idleWaiters.splice(0).forEach((wake) => wake());
   }
 
   /** Waits for in-flight requests (at most `timeoutMs`), then runs every disposable, newest first. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { definePlugin, defineRoute, identitySchemas as s, kernelServices } from '../../kernel/plugin-api.ts';
+import { definePlugin, defineRoute, identitySchemas as s, JsonText, kernelServices } from '../../kernel/plugin-api.ts';
 
 const meSchema = z
   .object({
@@ -12,15 +12,12 @@ const meSchema = z
   })
   .meta({ id: 'Me' });
 
-/** Sorted once per capability set: the identity snapshot hands the same set to every request of a caller. */
-const sortedLists = new WeakMap<ReadonlySet<string>, string[]>();
-function sorted(capabilities: ReadonlySet<string>): string[] {
-  let list = sortedLists.get(capabilities);
-  if (!list) sortedLists.set(capabilities, (list = [...capabilities].sort()));
-  return list;
-}
-
-/** `GET /api/me`: who you are, where, and what you may do. */
+/**
+ * `GET /api/me`: who you are, where, and what you may do. Front ends ask on every page, so the
+ * answer is kept, serialized, in the identity snapshot until identity changes: its basis is the
+ * caller's capability set, which the snapshot recomputes (a new object) whenever anything the
+ * answer shows could differ.
+ */
 export default definePlugin({
   deps: { identity: kernelServices.identity },
   init: ({ identity }) => ({
@@ -31,17 +28,19 @@ export default definePlugin({
         summary: 'The current user, organizations, groups, current organization and effective capabilities',
         security: 'bearer',
         responses: { 200: { description: 'You', schema: meSchema } },
-        handler: async ({ principal, orgId }) => {
-          // Each read is at hand once the snapshot holds it (authentication just read the user).
-          const { userId } = principal!;
-          return {
-            user: (await identity.user(userId))!,
-            current_org_id: orgId,
-            organizations: await identity.organizationsOf(userId),
-            groups: orgId === null ? [] : await identity.groupsOf(userId, orgId),
-            capabilities: sorted(principal!.capabilities),
-            authenticated_via: principal!.via,
-          };
+        handler: ({ principal, orgId }) => {
+          const { userId, tokenId, via, capabilities } = principal!;
+          return identity.derived(`me:${userId}:${orgId}:${tokenId}`, capabilities, async () => {
+            const answer: z.input<typeof meSchema> = {
+              user: (await identity.user(userId))!,
+              current_org_id: orgId,
+              organizations: await identity.organizationsOf(userId),
+              groups: orgId === null ? [] : await identity.groupsOf(userId, orgId),
+              capabilities: [...capabilities].sort(),
+              authenticated_via: via,
+            };
+            return new JsonText(answer);
+          });
         },
       }),
     ],

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadSettings } from '../../kernel/config.ts';
 import { Kernel } from '../../kernel/kernel.ts';
@@ -225,6 +226,21 @@ describe.each(DIALECTS)('accounts without SMTP, login, deactivation (%s)', (dial
     const deactivated = await login('loginner', 'user-password-1');
     expect(deactivated.status).toBe(401);
     expect(deactivated.body.access_token).toBeUndefined();
+  });
+
+  it('a JWT that worked is refused once its exp passes, with nothing else changed', async () => {
+    const user = await t.userToken('viewer', 'shortlived');
+    const exp = Math.floor(Date.now() / 1000) + 2;
+    const token = await new SignJWT({ user_id: user.id, role: 'viewer' })
+      .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+      .setExpirationTime(exp)
+      .sign(new TextEncoder().encode(t.kernel.secrets.jwtSecret));
+    expect((await t.request('GET', '/api/me', { token })).status).toBe(200);
+    expect((await t.request('GET', '/api/me', { token })).status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, exp * 1000 - Date.now() + 100));
+    const res = await t.request('GET', '/api/me', { token });
+    expect(res.status).toBe(401);
+    expect(res.body.detail).toMatch(/expired/);
   });
 
   it('the JWT carries user_id, role and exp = now + JWT_EXPIRE_MINUTES; GET /api/me describes the caller', async () => {

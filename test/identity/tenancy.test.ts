@@ -253,6 +253,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     expect(res.status, res.text).toBe(200);
     expect(res.body.map((g: { id: number }) => g.id)).toContain(groupB);
     expect(await count()).toBe(before + 1);
+    // Every entry is audited, not only the first (a resolved caller is never kept for it).
+    expect((await t.request('GET', '/api/groups', { headers: { 'X-Org-Id': String(orgB) } })).status).toBe(200);
+    expect(await count()).toBe(before + 2);
 
     const audit = await t.request('GET', `/api/audit?action=tenancy.cross_org_access&org_id=${orgB}`);
     expect(audit.status).toBe(200);
@@ -260,7 +263,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
 
     // Entering one's own organization is not cross-organization access.
     await t.request('GET', '/api/groups', { headers: { 'X-Org-Id': String(orgA) } });
-    expect(await count()).toBe(before + 1);
+    expect(await count()).toBe(before + 2);
 
     // A platform admin naming an organization that does not exist is refused like anyone else.
     expect((await t.request('GET', '/api/groups', { headers: { 'X-Org-Id': '999999' } })).status).toBe(403);

@@ -273,6 +273,18 @@ describe.each(DIALECTS)('personal access tokens (%s)', (dialect) => {
       const listed = (await t.request('GET', '/api/auth/tokens')).body.find((x: { id: number }) => x.id === body.id);
       expect(listed.state).toBe('expired');
     });
+
+    it('a token that worked is refused once its expiry passes, with nothing else changed', async () => {
+      const body = await mintOk({ name: 'expires in a moment' });
+      const expiresAt = Date.now() + 2000;
+      await t.kernel.storage.db.updateTable('personal_access_tokens').set({ expires_at: new Date(expiresAt).toISOString() }).where('id', '=', body.id).execute();
+      expect((await me(body.token)).status).toBe(200);
+      expect((await me(body.token)).status).toBe(200);
+      await new Promise((resolve) => setTimeout(resolve, expiresAt - Date.now() + 100));
+      const res = await me(body.token);
+      expect(res.status).toBe(401);
+      expect(res.body.detail).toMatch(/expired/);
+    });
   });
 
   describe('use and revocation', () => {

@@ -340,6 +340,7 @@ describe.each(DIALECTS)('HTTP pipeline (%s)', (dialect) => {
       const csp = res.headers.get('content-security-policy') ?? '';
       expect(csp).toContain("default-src 'none'");
       expect(csp).toContain("frame-ancestors 'none'");
+      expect(res.headers.get('cache-control')).toBe('no-store');
     });
   });
 

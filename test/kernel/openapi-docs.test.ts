@@ -263,6 +263,8 @@ describe.each(DIALECTS)('OpenAPI description and docs (%s)', (dialect) => {
       const csp = res.headers.get('content-security-policy') ?? '';
       expect(csp).toContain("default-src 'self'");
       expect(csp).not.toMatch(/https?:|\*/);
+      expect(res.headers.get('cross-origin-opener-policy')).toBe('same-origin');
+      expect(res.headers.get('referrer-policy')).toBe('no-referrer');
     });
   });
 

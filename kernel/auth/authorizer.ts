@@ -1,0 +1,112 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { AuditOrigin } from '../audit/audit-service.ts';
+import type { IdentitySnapshot } from '../identity/identity-snapshot.ts';
+import type { PersonalAccessTokens } from '../identity/tokens.ts';
+import { andThen, type Maybe } from '../maybe.ts';
+import { problems } from '../problem.ts';
+import type { RateLimitStore } from '../rate-limit/rate-limit-store.ts';
+import type { CapabilityInfo } from '../registry/generation.ts';
+import type { Principal, RouteDefinition } from '../route.ts';
+import type { Authenticator, Identity } from './authenticator.ts';
+import { effectiveCapabilities } from './capabilities.ts';
+import type { Tenancy } from './tenancy.ts';
+
+export interface AuthorizerDeps {
+  authenticator: Authenticator;
+  tenancy: Tenancy;
+  identity: IdentitySnapshot;
+  tokens: PersonalAccessTokens;
+  /** The capability catalogue of the current plugin generation. */
+  capabilities: () => ReadonlyMap<string, CapabilityInfo>;
+  rateLimits: RateLimitStore;
+  /** Requests per minute per personal access token; 0 = unlimited. */
+  patRateLimitPerMin: number;
+}
+
+/** Who calls and where, as resolved from one credential and one X-Org-Id value. */
+interface Caller {
+  principal: Principal;
+  orgId: number | null;
+  /** When the credential stops being valid (JWT `exp`, PAT expiry); null = never. */
+  expiresAtMs: number | null;
+}
+
+/** What a resolved request carries on: the caller and the organization it works in. */
+export interface Authorized {
+  principal: Principal;
+  orgId: number | null;
+}
+
+/**
+ * Answers, for a secured route, who calls, in which organization, with which capabilities — and
+ * refuses what the route does not allow (401, 400/403 for the organization, 403 for a missing
+ * capability, 429 for a token over its rate).
+ *
+ * A caller resolved once is kept in the identity snapshot under its credential and organization
+ * header until identity data changes anywhere (the snapshot's change counter) or plugins bring
+ * another capability catalogue; a hit costs two map lookups and an expiry check. What must happen
+ * on every request still does: the credential's expiry, the PAT's `last_used_at` stamp and rate
+ * limit. A platform admin's entry into a foreign organization is never kept, so each is audited.
+ */
+export class Authorizer {
+  constructor(private readonly deps: AuthorizerDeps) {}
+
+  authorize(route: RouteDefinition, headers: IncomingHttpHeaders, request: AuditOrigin): Maybe<Authorized> {
+    const credential = headers.authorization;
+    const orgHeader = headers['x-org-id'] as string | undefined;
+    const scope = orgHeader === undefined ? (route.orgScoped ? 'org' : 'any') : `${route.orgScoped ? 'org' : 'any'}:${orgHeader}`;
+    return andThen(this.deps.identity.refresh(), () => {
+      const catalogue = this.deps.capabilities();
+      const known = credential === undefined ? undefined : this.deps.identity.knownCaller<Caller>(credential, scope, catalogue);
+      const now = Date.now();
+      if (known && (known.expiresAtMs === null || known.expiresAtMs > now)) return this.admit(route, known, now);
+      return this.resolve(route, credential, orgHeader, scope, catalogue, request).then((caller) => this.admit(route, caller, now));
+    });
+  }
+
+  /** The first request with a credential in a scope: authenticate, resolve the organization, compute capabilities. */
+  private async resolve(route: RouteDefinition, credential: string | undefined, orgHeader: string | undefined, scope: string, catalogue: ReadonlyMap<string, CapabilityInfo>, request: AuditOrigin): Promise<Caller> {
+    const { identity: snapshot } = this.deps;
+    const version = snapshot.version;
+    const identity = await this.deps.authenticator.identify(credential);
+    const orgId = await this.deps.tenancy.resolve(identity, orgHeader, route.orgScoped === true, request);
+    const capabilities = await effectiveCapabilities(identity, orgId, catalogue, snapshot);
+    const caller: Caller = { principal: principalOf(identity, capabilities), orgId, expiresAtMs: identity.expiresAtMs };
+    // A member's organization only: a platform admin entering another one is audited every time.
+    if (orgId === null || (await snapshot.isMember(orgId, identity.userId))) snapshot.keepCaller(credential!, scope, catalogue, caller, version);
+    return caller;
+  }
+
+  private admit(route: RouteDefinition, caller: Caller, now: number): Maybe<Authorized> {
+    const { tokenId } = caller.principal;
+    if (tokenId === null) return permit(route, caller);
+    const stamped = this.deps.tokens.noteUse(tokenId, now);
+    const limited = this.deps.patRateLimitPerMin > 0 ? this.limitToken(tokenId) : undefined;
+    if (stamped === undefined && limited === undefined) return permit(route, caller);
+    return Promise.all([stamped, limited]).then(() => permit(route, caller));
+  }
+
+  private async limitToken(tokenId: number): Promise<void> {
+    const limit = this.deps.patRateLimitPerMin;
+    const decision = await this.deps.rateLimits.take(`pat:${tokenId}`, limit, 60_000);
+    if (!decision.allowed) {
+      throw problems.tooManyRequests(`this token made more than ${limit} requests in a minute`, Math.max(1, Math.ceil(decision.retryAfterMs / 1000)));
+    }
+  }
+}
+
+/** The caller, if it holds the capability the route needs. */
+function permit(route: RouteDefinition, caller: Caller): Authorized {
+  const { principal } = caller;
+  if (route.capability && !principal.capabilities.has(route.capability)) {
+    const scoped = principal.scopes && !principal.scopes.has(route.capability) ? ' (not among this token\u2019s scopes)' : '';
+    throw problems.forbidden(`this operation needs the capability "${route.capability}"${scoped}`);
+  }
+  return caller;
+}
+
+/** Frozen: one principal serves every request of its caller until identity changes. */
+function principalOf(identity: Identity, capabilities: ReadonlySet<string>): Principal {
+  const { userId, username, role, isPlatformAdmin, defaultOrgId, via, tokenId, scopes } = identity;
+  return Object.freeze({ userId, username, role, isPlatformAdmin, defaultOrgId, capabilities, via, tokenId, scopes });
+}
