@@ -13,7 +13,7 @@ const PREFLIGHT_MAX_AGE_S = '600';
 export function cors(allowedOrigins: readonly string[]): Middleware {
   const allowed = new Set(allowedOrigins.map((o) => o.replace(/\/$/, '')));
   return (ctx, next) => {
-    const origin = ctx.get('Origin');
+    const origin = ctx.req.headers.origin;
     if (!origin) return next();
     ctx.vary('Origin');
     const isAllowed = allowed.has(origin);

@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import type { Middleware } from 'koa';
+import type { Context, Middleware } from 'koa';
 import type { Logger } from 'pino';
 import { HttpProblem, isHttpProblem, problemBody } from '../problem.ts';
 import type { RequestState } from './state.ts';
@@ -14,28 +14,29 @@ export function requestContext(logger: Logger): Middleware<RequestState> {
   // Decided once: a silent logger needs no child per request, and no request line is built for a level that drops it.
   const silent = logger.levelVal === Infinity;
   const logsRequests = logger.isLevelEnabled('info');
-  return async (ctx, next) => {
-    const given = ctx.get('X-Request-Id');
-    const requestId = CLIENT_REQUEST_ID.test(given) ? given : crypto.randomUUID();
+  return (ctx, next) => {
+    const given = ctx.req.headers['x-request-id'];
+    const requestId = typeof given === 'string' && CLIENT_REQUEST_ID.test(given) ? given : crypto.randomUUID();
     const log = silent ? logger : logger.child({ request_id: requestId });
     ctx.state.requestId = requestId;
     ctx.state.log = log;
     ctx.state.ip = ctx.ip;
-    ctx.set('X-Request-Id', requestId);
+    ctx.res.setHeader('X-Request-Id', requestId);
     const started = logsRequests ? performance.now() : 0;
-    try {
-      await next();
-    } catch (err) {
-      const problem = toProblem(err);
-      if (problem.status >= 500 && !isHttpProblem(err)) log.error({ err }, 'unhandled error');
-      ctx.status = problem.status;
-      ctx.type = 'application/problem+json';
-      ctx.body = problemBody(problem, requestId);
-      for (const [name, value] of Object.entries(problem.options.headers ?? {})) ctx.set(name, value);
-    } finally {
-      if (logsRequests) log.info({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
-    }
+    const answered = next().catch((err: unknown) => answerProblem(ctx, err, log, requestId));
+    if (!logsRequests) return answered;
+    return answered.then(() => log.info({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request'));
   };
+}
+
+/** Answers an error as problem details; anything but a deliberate problem is logged as a bug. */
+function answerProblem(ctx: Context, err: unknown, log: Logger, requestId: string) {
+  const problem = toProblem(err);
+  if (problem.status >= 500 && !isHttpProblem(err)) log.error({ err }, 'unhandled error');
+  ctx.status = problem.status;
+  ctx.type = 'application/problem+json';
+  ctx.body = problemBody(problem, requestId);
+  for (const [name, value] of Object.entries(problem.options.headers ?? {})) ctx.set(name, value);
 }
 
 /** Errors from Koa and its body parser carry a status (`http-errors`); anything else is a bug: 500. */
