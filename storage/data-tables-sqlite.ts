@@ -39,8 +39,12 @@ export const createSqliteDataTables = (database: Database.Database): DataTables 
       `insert into ${quote(physical(orgId, table))} (${columns.map((c) => quote(c.name)).join(', ')}) values (${columns.map(() => '?').join(', ')})`,
     );
     const encoders = columns.map(encoderFor);
+    const values: unknown[] = new Array(columns.length); // one array bound row after row
     const run = () => {
-      for (const row of rows) insert.run(row.map((value, i) => encoders[i](value)));
+      for (const row of rows) {
+        for (let i = 0; i < values.length; i += 1) values[i] = encoders[i](row[i]);
+        insert.run(values);
+      }
     };
     if (database.inTransaction) run();
     else database.transaction(run)();
@@ -63,5 +67,7 @@ export const createSqliteDataTables = (database: Database.Database): DataTables 
 function encoderFor(column: DataColumn): (value: unknown) => unknown {
   if (column.type === 'json') return (value) => (value === null ? null : JSON.stringify(value));
   if (column.type === 'boolean') return (value) => (value === null ? null : value ? 1 : 0);
-  return (value) => value;
+  return asIs;
 }
+
+const asIs = (value: unknown) => value;

@@ -1,12 +1,6 @@
 import { Transform, type Readable } from 'node:stream';
-import { CsvError, parse } from 'csv-parse';
+import Papa from 'papaparse';
 import { HttpProblem, problems } from '../../kernel/plugin-api.ts';
-
-export interface CsvRecord {
-  /** 1-based line of the file where the record starts. */
-  line: number;
-  fields: string[];
-}
 
 /**
  * Decodes the upload as strict UTF-8 while counting bytes and lines: undecodable bytes are a 400
@@ -76,28 +70,111 @@ function newlinesBeforeInvalid(chunk: Buffer): number {
   return count;
 }
 
+/** Records of one parsed stretch of the file, each with the 1-based line of the file it starts on. */
+export interface CsvBatch {
+  records: string[][];
+  lines: number[];
+}
+
+const malformed = (line: number, reason: string) => problems.badRequest(`malformed CSV at line ${line}: ${reason}`, [{ path: 'body', message: `line ${line}: ${reason}` }]);
+
+/** papaparse's reasons, said the way a person fixing the file needs them. */
+const QUOTE_ERRORS: Record<string, string> = {
+  MissingQuotes: 'a quoted field is never closed',
+  InvalidQuotes: 'a closing quote is followed by something other than a comma or the end of the line',
+};
+
 /**
- * Streams CSV records with their line numbers (csv-parse: RFC 4180 quoting, a leading BOM dropped,
- * empty lines skipped). Ragged rows and bad quoting are a 400 naming the line.
+ * Streams CSV records in batches with their line numbers (papaparse: RFC 4180 quoting, a leading
+ * BOM dropped by the decoder, empty lines skipped, a quote inside an unquoted field taken as text,
+ * as Excel and Python's csv module do). Ragged rows and bad quoting are a 400 naming the line.
+ * The parser pauses the upload while a batch is being stored, so memory does not follow file size.
  */
-export async function* readCsv(source: Readable, limitBytes: number): AsyncGenerator<CsvRecord> {
-  const parser = parse({ bom: true, skip_empty_lines: true, relax_column_count: false, info: true });
+export async function* readCsv(source: Readable, limitBytes: number): AsyncGenerator<CsvBatch> {
   const decoded = source.pipe(strictUtf8(limitBytes));
-  decoded.on('error', (err) => parser.destroy(err));
-  source.on('error', (err) => parser.destroy(err));
-  decoded.pipe(parser);
+  source.on('error', (err) => decoded.destroy(err));
+  const queue: (CsvBatch | Error)[] = [];
+  let finished = false;
+  let wake: (() => void) | null = null;
+  let parser: Papa.Parser | undefined;
+  const arrive = (item?: CsvBatch | Error) => {
+    if (item) queue.push(item);
+    wake?.();
+    wake = null;
+  };
+  const lines = new LineCounter();
+  Papa.parse<string[]>(decoded as unknown as NodeJS.ReadableStream, {
+    delimiter: ',',
+    quoteChar: '"',
+    skipEmptyLines: false, // counted, then skipped, by LineCounter: line numbers must stay right
+    chunk: (results, handle) => {
+      // Until the batch is taken: the handle stops parsing, the stream stops reading (papaparse
+      // would otherwise queue what keeps arriving).
+      parser = handle;
+      handle.pause();
+      decoded.pause();
+      try {
+        arrive(lines.take(results.data, results.errors));
+      } catch (err) {
+        arrive(err as Error);
+      }
+    },
+    complete: () => {
+      finished = true;
+      arrive();
+    },
+    error: (err: Error) => arrive(err),
+  });
   try {
-    for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
-      yield { line: info.lines, fields: record };
+    for (;;) {
+      const item = queue.shift();
+      if (item instanceof Error) throw item;
+      if (item) {
+        if (item.records.length > 0) yield item;
+        decoded.resume();
+        parser?.resume();
+        continue;
+      }
+      if (finished) return;
+      await new Promise<void>((resolve) => (wake = resolve));
     }
-  } catch (err) {
-    if (err instanceof CsvError) {
-      const line = (err as CsvError & { lines?: number }).lines;
-      throw problems.badRequest(`malformed CSV${line ? ` at line ${line}` : ''}: ${err.message}`, [{ path: 'body', message: `line ${line ?? '?'}: ${err.message}` }]);
-    }
-    throw err;
   } finally {
+    parser?.abort();
     source.unpipe();
     source.resume(); // drain what is left so the connection can answer
   }
+}
+
+/**
+ * Gives each record the line it starts on and checks it against the header's field count. A
+ * record spans one line plus the line breaks inside its quoted fields.
+ */
+class LineCounter {
+  private next = 1;
+  private width = -1;
+
+  take(records: string[][], errors: Papa.ParseError[]): CsvBatch {
+    // An error on a row past the returned ones is about the unfinished last row, parsed again with the next chunk.
+    const failed = errors.find((e) => e.row !== undefined && e.row < records.length);
+    const kept: string[][] = [];
+    const lines: number[] = [];
+    for (let i = 0; i < records.length; i += 1) {
+      const record = records[i];
+      const line = this.next;
+      this.next += 1 + lineBreaksIn(record);
+      if (failed?.row === i) throw malformed(line, QUOTE_ERRORS[failed.code] ?? failed.message);
+      if (record.length === 1 && record[0] === '') continue; // an empty line
+      if (this.width === -1) this.width = record.length;
+      else if (record.length !== this.width) throw malformed(line, `${record.length} fields where the header has ${this.width}`);
+      kept.push(record);
+      lines.push(line);
+    }
+    return { records: kept, lines };
+  }
+}
+
+function lineBreaksIn(record: string[]): number {
+  let count = 0;
+  for (const field of record) for (let at = field.indexOf('\n'); at !== -1; at = field.indexOf('\n', at + 1)) count += 1;
+  return count;
 }

@@ -10,48 +10,99 @@ const TIMESTAMP = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2
 const TRUE = new Set(['true', 't', 'yes', 'y', '1']);
 const FALSE = new Set(['false', 'f', 'no', 'n', '0']);
 
+/** The number written by `count` ASCII digits of `text` from `at` (the caller has checked they are digits). */
+function digits(text: string, at: number, count: number): number {
+  let value = 0;
+  for (let i = at; i < at + count; i += 1) value = value * 10 + text.charCodeAt(i) - 48;
+  return value;
+}
+
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+const isLeapYear = (year: number) => (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
+
+/** A YYYY-MM-DD text (checked by DATE) names a day of the calendar. */
 function validDate(text: string): boolean {
-  const date = new Date(`${text}T00:00:00Z`);
-  return !Number.isNaN(date.getTime()) && date.toISOString().slice(0, 10) === text;
+  const year = digits(text, 0, 4);
+  const month = digits(text, 5, 2);
+  const day = digits(text, 8, 2);
+  if (month < 1 || month > 12 || day < 1) return false;
+  return day <= (month === 2 && isLeapYear(year) ? 29 : DAYS_IN_MONTH[month - 1]);
+}
+
+/** UTC timestamps as exporters write them (`…T12:34:56Z`, `….123Z`), already in the stored form but for the milliseconds. */
+const UTC_SECONDS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{3})?Z$/;
+
+const parseInteger = (text: string): unknown => {
+  if (text === '') return null;
+  const value = Number(text);
+  if (!INTEGER.test(text) || !Number.isSafeInteger(value)) throw new ValueError(`"${clip(text)}" is not an integer`);
+  return value;
+};
+
+const parseNumber = (text: string): unknown => {
+  if (text === '') return null;
+  const value = Number(text);
+  if (!NUMBER.test(text) || !Number.isFinite(value)) throw new ValueError(`"${clip(text)}" is not a number`);
+  return value;
+};
+
+const parseBoolean = (text: string): unknown => {
+  if (text === '') return null;
+  const lower = text.toLowerCase();
+  if (TRUE.has(lower)) return true;
+  if (FALSE.has(lower)) return false;
+  throw new ValueError(`"${clip(text)}" is not a boolean (true/false, yes/no, 1/0)`);
+};
+
+const parseDate = (text: string): unknown => {
+  if (text === '') return null;
+  if (!DATE.test(text) || !validDate(text)) throw new ValueError(`"${clip(text)}" is not a date (YYYY-MM-DD)`);
+  return text;
+};
+
+/**
+ * Any ISO-8601 timestamp of a real calendar day (Date.parse alone would roll 2023-02-29 over to
+ * March), stored as UTC with milliseconds; the common UTC form is checked without a Date object.
+ */
+const parseTimestamp = (text: string): unknown => {
+  if (text === '') return null;
+  const refused = () => new ValueError(`"${clip(text)}" is not an ISO-8601 timestamp`);
+  if (!TIMESTAMP.test(text) || !validDate(text)) throw refused();
+  if (UTC_SECONDS.test(text) && digits(text, 11, 2) < 24 && digits(text, 14, 2) < 60 && digits(text, 17, 2) < 60) {
+    return text.length === 24 ? text : `${text.slice(0, 19)}.000Z`;
+  }
+  const time = Date.parse(text.replace(' ', 'T'));
+  if (Number.isNaN(time)) throw refused();
+  return new Date(time).toISOString();
+};
+
+const parseJson = (text: string): unknown => {
+  if (text === '') return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ValueError(`"${clip(text)}" is not JSON`);
+  }
+};
+
+const TEXT_PARSERS: Record<DataColumnType, (text: string) => unknown> = {
+  string: (text) => (text === '' ? null : text),
+  integer: parseInteger,
+  number: parseNumber,
+  boolean: parseBoolean,
+  date: parseDate,
+  timestamp: parseTimestamp,
+  json: parseJson,
+};
+
+/** The parser of CSV fields for a column type: an empty field is null; a value that does not fit throws ValueError. */
+export function textParser(type: DataColumnType): (text: string) => unknown {
+  return TEXT_PARSERS[type];
 }
 
 /** Parses a CSV field into the column's type; an empty field is null. */
 export function parseText(type: DataColumnType, text: string): unknown {
-  if (text === '') return null;
-  switch (type) {
-    case 'string':
-      return text;
-    case 'integer': {
-      const value = Number(text);
-      if (!INTEGER.test(text) || !Number.isSafeInteger(value)) throw new ValueError(`"${clip(text)}" is not an integer`);
-      return value;
-    }
-    case 'number': {
-      const value = Number(text);
-      if (!NUMBER.test(text) || !Number.isFinite(value)) throw new ValueError(`"${clip(text)}" is not a number`);
-      return value;
-    }
-    case 'boolean': {
-      const lower = text.toLowerCase();
-      if (TRUE.has(lower)) return true;
-      if (FALSE.has(lower)) return false;
-      throw new ValueError(`"${clip(text)}" is not a boolean (true/false, yes/no, 1/0)`);
-    }
-    case 'date':
-      if (!DATE.test(text) || !validDate(text)) throw new ValueError(`"${clip(text)}" is not a date (YYYY-MM-DD)`);
-      return text;
-    case 'timestamp': {
-      const time = Date.parse(text.replace(' ', 'T'));
-      if (!TIMESTAMP.test(text) || Number.isNaN(time)) throw new ValueError(`"${clip(text)}" is not an ISO-8601 timestamp`);
-      return new Date(time).toISOString();
-    }
-    case 'json':
-      try {
-        return JSON.parse(text);
-      } catch {
-        throw new ValueError(`"${clip(text)}" is not JSON`);
-      }
-  }
+  return TEXT_PARSERS[type](text);
 }
 
 /** Checks a JSON value against the column's type (JSON rows ingest); dates and timestamps come as strings. */

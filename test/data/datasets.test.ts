@@ -272,6 +272,40 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
       ]);
     });
 
+    it('keeps quoted line breaks and commas, and takes a quote inside an unquoted field as text', async () => {
+      const ds = await h.createDataset(projectId, [{ name: 's', type: 'string' }, { name: 'i', type: 'integer' }]);
+      const res = await h.upload(ds.id, 's,i\r\n"two\r\nlines, one comma",1\r\nhe said "hi",2\r\n"""quoted""",3\r\n');
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(await h.allRows(ds.id)).toEqual([
+        { s: 'two\r\nlines, one comma', i: 1 },
+        { s: 'he said "hi"', i: 2 },
+        { s: '"quoted"', i: 3 },
+      ]);
+    });
+
+    it('checks dates and timestamps against the calendar and stores timestamps as UTC with milliseconds', async () => {
+      const ds = await h.createDataset(projectId, [{ name: 'd', type: 'date' }, { name: 'ts', type: 'timestamp' }]);
+      const ok = await h.upload(ds.id, 'd,ts\n2024-02-29,2024-02-29T23:59:59Z\n2000-02-29,2000-02-29T00:00:00.250Z\n1999-12-31,1999-12-31T10:00:00.5Z\n');
+      expect(ok.status, JSON.stringify(ok.body)).toBe(200);
+      expect(await h.allRows(ds.id)).toEqual([
+        { d: '2024-02-29', ts: '2024-02-29T23:59:59.000Z' },
+        { d: '2000-02-29', ts: '2000-02-29T00:00:00.250Z' },
+        { d: '1999-12-31', ts: '1999-12-31T10:00:00.500Z' },
+      ]);
+      for (const [line, expected] of [
+        ['2023-02-29,', /"d"/],
+        ['1900-02-29,', /"d"/],
+        ['2024-04-31,', /"d"/],
+        [',2023-02-29T10:00:00Z', /"ts"/],
+        [',2024-01-01T10:60:00Z', /"ts"/],
+        [',2024-13-01T10:00:00Z', /"ts"/],
+      ] as const) {
+        const refused = await h.upload(ds.id, `d,ts\n${line}\n`, 'append');
+        expect(refused.status, line).toBe(422);
+        expect(refused.body.detail).toMatch(expected);
+      }
+    });
+
     it('appends by header name: a subset leaves the rest null, another order maps by name', async () => {
       const ds = await h.createDataset(projectId, [{ name: 's', type: 'string' }, { name: 'i', type: 'integer' }, { name: 'n', type: 'number' }]);
       const first = await h.upload(ds.id, 's,i,n\na,1,1.5\n', 'append');
@@ -414,6 +448,10 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
         expect(late.status).toBe(422);
         expect(late.body.detail).toMatch(/line 2502\b/);
         expect(late.body.detail).toContain('"i"');
+        // Lines are lines of the file: quoted line breaks and empty lines count.
+        const spanning = await h.upload(ds.id, 's,i\n"multi\nline",1\n\nb,2\nc,x\n', mode);
+        expect(spanning.status).toBe(422);
+        expect(spanning.body.detail).toMatch(/line 6\b/);
         await expectUnchanged();
       });
 
