@@ -1,9 +1,9 @@
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import { once } from 'node:events';
+import { finished } from 'node:stream/promises';
 import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { sql } from 'kysely';
-import { ROW_ID, batchSize, inlineParameters, insertStatement, quoteIdentifier, sqlLiteral, type DataColumnType, type DataTables } from './data-tables.ts';
+import { ROW_ID, batchSize, inlineParameters, insertStatement, quoteIdentifier, sqlLiteral, type DataColumn, type DataColumnType, type DataTables, type RowWriter } from './data-tables.ts';
 
 const POSTGRES_TYPES: Record<DataColumnType, string> = {
   string: 'text',
@@ -24,6 +24,46 @@ function copyField(type: DataColumnType, value: unknown): string {
   if (typeof value === 'boolean') return value ? 't' : 'f';
   if (typeof value === 'number') return String(value);
   return `"${String(value).replace(/"/g, '""')}"`;
+}
+
+/**
+ * One COPY FROM STDIN for every batch of a load, on a connection of its own: Postgres stores a
+ * batch while the next is being parsed, and the socket's back-pressure paces the writer. A batch
+ * goes in one write (a write per line costs a system call each).
+ */
+function copyWriter(client: pg.PoolClient, target: string, columns: DataColumn[]): RowWriter {
+  const copy = client.query(copyFrom(`copy ${target} (${columns.map((c) => quoteIdentifier(c.name)).join(', ')}) from stdin with (format csv)`));
+  let failure: Error | undefined;
+  copy.on('error', (err: Error) => (failure ??= err)); // kept for the next call; never an unhandled event
+  let released = false;
+  const release = (discard: boolean) => {
+    if (!released) client.release(discard);
+    released = true;
+  };
+  return {
+    async write(rows) {
+      if (failure) throw failure;
+      let text = '';
+      for (const row of rows) text += `${row.map((value, i) => copyField(columns[i].type, value)).join(',')}\n`;
+      if (!copy.write(text)) await once(copy, 'drain');
+    },
+    async end() {
+      try {
+        copy.end();
+        await finished(copy);
+        release(false);
+      } catch (err) {
+        release(true);
+        throw err;
+      }
+    },
+    async abort() {
+      // Destroying the stream sends CopyFail: Postgres drops what this COPY wrote. The connection is not reused.
+      copy.destroy(new Error('load abandoned'));
+      await finished(copy).catch(() => undefined);
+      release(true);
+    },
+  };
 }
 
 /**
@@ -48,25 +88,21 @@ export const createPostgresDataTables = (pool: pg.Pool): DataTables => ({
   async rename(db, orgId, from, to) {
     await sql`alter table ${sql.id(schema(orgId), from)} rename to ${sql.id(to)}`.execute(db);
   },
-  async insert(db, orgId, table, columns, rows) {
-    if (!db.isTransaction) {
-      const client = await pool.connect();
-      try {
-        const target = `${quoteIdentifier(schema(orgId))}.${quoteIdentifier(table)} (${columns.map((c) => quoteIdentifier(c.name)).join(', ')})`;
-        const lines = rows.map((row) => `${row.map((value, i) => copyField(columns[i].type, value)).join(',')}\n`);
-        await pipeline(Readable.from(lines), client.query(copyFrom(`copy ${target} from stdin with (format csv)`)));
-      } finally {
-        client.release();
-      }
-      return;
-    }
+  async openWriter(db, orgId, table, columns) {
+    if (!db.isTransaction) return copyWriter(await pool.connect(), `${quoteIdentifier(schema(orgId))}.${quoteIdentifier(table)}`, columns);
     const size = batchSize(columns.length, this.maxParameters);
     // Parameters arrive as text; the casts let Postgres parse them into the column's type.
     const cast = (type: DataColumnType, value: unknown) =>
       value === null ? null : type === 'json' ? sql`${JSON.stringify(value)}::jsonb` : value;
-    for (let i = 0; i < rows.length; i += size) {
-      await insertStatement(sql.id(schema(orgId), table), columns, rows.slice(i, i + size), cast).execute(db);
-    }
+    return {
+      async write(rows) {
+        for (let i = 0; i < rows.length; i += size) {
+          await insertStatement(sql.id(schema(orgId), table), columns, rows.slice(i, i + size), cast).execute(db);
+        }
+      },
+      end: async () => undefined,
+      abort: async () => undefined,
+    };
   },
   inline: (fragment, db) => {
     const compiled = fragment.compile(db);

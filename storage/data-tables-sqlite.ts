@@ -34,20 +34,25 @@ export const createSqliteDataTables = (database: Database.Database): DataTables 
   async rename(db, orgId, from, to) {
     await sql`alter table ${sql.id(physical(orgId, from))} rename to ${sql.id(physical(orgId, to))}`.execute(db);
   },
-  async insert(_db, orgId, table, columns, rows) {
+  async openWriter(_db, orgId, table, columns) {
     const insert = database.prepare(
       `insert into ${quote(physical(orgId, table))} (${columns.map((c) => quote(c.name)).join(', ')}) values (${columns.map(() => '?').join(', ')})`,
     );
     const encoders = columns.map(encoderFor);
     const values: unknown[] = new Array(columns.length); // one array bound row after row
-    const run = () => {
+    const insertAll = (rows: unknown[][]) => {
       for (const row of rows) {
         for (let i = 0; i < values.length; i += 1) values[i] = encoders[i](row[i]);
         insert.run(values);
       }
     };
-    if (database.inTransaction) run();
-    else database.transaction(run)();
+    // A transaction per batch, so other writers get their turn between batches.
+    const write = database.transaction(insertAll);
+    return {
+      write: async (rows) => (database.inTransaction ? insertAll(rows) : write(rows)),
+      end: async () => undefined,
+      abort: async () => undefined,
+    };
   },
   inline: (fragment, db) => {
     const compiled = fragment.compile(db);

@@ -25,8 +25,12 @@ export interface DataTables {
   drop(db: Kysely<any>, orgId: number, table: string): Promise<void>;
   /** Renames `from` to `to` within the organization's namespace. */
   rename(db: Kysely<any>, orgId: number, from: string, to: string): Promise<void>;
-  /** Inserts rows (values in column order, already typed) in as few statements as the dialect allows. */
-  insert(db: Kysely<any>, orgId: number, table: string, columns: DataColumn[], rows: unknown[][]): Promise<void>;
+  /**
+   * Opens a writer of rows (values in column order, already typed) into the table, in the fastest
+   * way the dialect has: batches written one after another, the database storing one while the
+   * next is prepared where it can.
+   */
+  openWriter(db: Kysely<any>, orgId: number, table: string, columns: DataColumn[]): Promise<RowWriter>;
   /** Turns a stored value back into its API value (booleans, JSON and dates differ per dialect). */
   decode(type: DataColumnType, value: unknown): unknown;
   /** A condition true when `expression` (text) matches the regular expression `pattern`. */
@@ -38,6 +42,15 @@ export interface DataTables {
   inline(fragment: RawBuilder<unknown>, db: Kysely<any>): string;
   /** Largest number of bound parameters one statement may carry. */
   readonly maxParameters: number;
+}
+
+/** Rows going into one table: `end` once every batch is written, or `abort` to give up. */
+export interface RowWriter {
+  write(rows: unknown[][]): Promise<void>;
+  /** Resolves once every row written is in the table. */
+  end(): Promise<void>;
+  /** Gives up; rows written so far may or may not be in the table (the caller drops it). */
+  abort(): Promise<void>;
 }
 
 /** An identifier quoted for SQL text (both dialects quote with double quotes). */

@@ -31,10 +31,17 @@ export class DatasetLoader {
     await dataTables.create(db, orgId, staging, columns);
     let loaded = 0;
     try {
-      for await (const batch of batches) {
-        if (batch.length === 0) continue;
-        await dataTables.insert(db, orgId, staging, columns, batch);
-        loaded += batch.length;
+      const writer = await dataTables.openWriter(db, orgId, staging, columns);
+      try {
+        for await (const batch of batches) {
+          if (batch.length === 0) continue;
+          await writer.write(batch);
+          loaded += batch.length;
+        }
+        await writer.end();
+      } catch (err) {
+        await writer.abort();
+        throw err;
       }
       // A dataset without columns yet takes the staged table whole, whatever the mode.
       const swap = mode === 'replace' || dataset.columns.length === 0;

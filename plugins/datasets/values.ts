@@ -20,12 +20,12 @@ function digits(text: string, at: number, count: number): number {
 const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 const isLeapYear = (year: number) => (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
 
-/** A YYYY-MM-DD text (checked by DATE) names a day of the calendar. */
+/** A YYYY-MM-DD text (checked by DATE) names a day of the calendar, year 1 to 9999 (Postgres has no year 0). */
 function validDate(text: string): boolean {
   const year = digits(text, 0, 4);
   const month = digits(text, 5, 2);
   const day = digits(text, 8, 2);
-  if (month < 1 || month > 12 || day < 1) return false;
+  if (year < 1 || month < 1 || month > 12 || day < 1) return false;
   return day <= (month === 2 && isLeapYear(year) ? 29 : DAYS_IN_MONTH[month - 1]);
 }
 
@@ -66,15 +66,16 @@ const parseDate = (text: string): unknown => {
  */
 const parseTimestamp = (text: string): unknown => {
   if (text === '') return null;
-  const refused = () => new ValueError(`"${clip(text)}" is not an ISO-8601 timestamp`);
-  if (!TIMESTAMP.test(text) || !validDate(text)) throw refused();
+  if (!TIMESTAMP.test(text) || !validDate(text)) throw notTimestamp(text);
   if (UTC_SECONDS.test(text) && digits(text, 11, 2) < 24 && digits(text, 14, 2) < 60 && digits(text, 17, 2) < 60) {
     return text.length === 24 ? text : `${text.slice(0, 19)}.000Z`;
   }
   const time = Date.parse(text.replace(' ', 'T'));
-  if (Number.isNaN(time)) throw refused();
+  if (Number.isNaN(time)) throw notTimestamp(text);
   return new Date(time).toISOString();
 };
+
+const notTimestamp = (text: string) => new ValueError(`"${clip(text)}" is not an ISO-8601 timestamp`);
 
 const parseJson = (text: string): unknown => {
   if (text === '') return null;
