@@ -1,5 +1,11 @@
 import { ROW_ID } from '../../storage/index.ts';
 
+/**
+ * Columns a dataset may have, declared or from a file's header: well inside Postgres's 1600 and
+ * SQLite's 2000, with room for a row to fit a Postgres page when most values are short or empty.
+ */
+export const MAX_COLUMNS = 1000;
+
 /** Postgres truncates identifiers past 63 bytes; names are kept within that on both adapters. */
 const MAX_NAME_BYTES = 63;
 

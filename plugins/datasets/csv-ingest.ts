@@ -2,7 +2,7 @@ import { problems } from '../../kernel/plugin-api.ts';
 import type { DataColumn } from '../../storage/index.ts';
 import type { CsvBatch } from './csv-reader.ts';
 import type { DatasetColumn } from './dataset-store.ts';
-import { validateColumnName } from './column-names.ts';
+import { MAX_COLUMNS, validateColumnName } from './column-names.ts';
 import { inferType, textParser, ValueError } from './values.ts';
 
 /** Rows the types of an undeclared schema are inferred from (README: "Ingest"). */
@@ -52,6 +52,7 @@ export async function csvRows(
   const first = await cursor.next();
   if (!first) throw problems.badRequest('the file is empty: a header line is expected', [{ path: 'body', message: 'no header line' }]);
   const header = first.fields.map((name) => name.trim());
+  if (header.length > MAX_COLUMNS) throw problems.unprocessable(`the header has ${header.length} columns; a dataset has at most ${MAX_COLUMNS}`, [{ path: 'body', message: `line ${first.line}: too many columns` }]);
   const seen = new Set<string>();
   for (const name of header) {
     const reason = validateColumnName(name) ?? (seen.has(name.toLowerCase()) ? 'appears twice in the header' : null);

@@ -6,6 +6,7 @@ import type { RowPolicies } from './row-policies.ts';
 import type { DataColumn } from '../../storage/index.ts';
 import { readCsv } from './csv-reader.ts';
 import { csvRows } from './csv-ingest.ts';
+import { MAX_COLUMNS } from './column-names.ts';
 import type { Dataset, DatasetColumn, DatasetStore } from './dataset-store.ts';
 import type { DatasetLoader } from './loader.ts';
 import { FILTER_OPERATORS } from './filters.ts';
@@ -34,7 +35,7 @@ export function datasetRoutes({ store, policies, loader, storage, uploadLimitByt
 
   const columnsInput = z
     .array(z.object({ name: columnName, type: z.enum(DATA_COLUMN_TYPES), pii: z.boolean().default(false), description: z.string().max(2000).nullable().default(null) }))
-    .max(1000)
+    .max(MAX_COLUMNS)
     .superRefine((columns, ctx) => {
       const seen = new Set<string>();
       columns.forEach((c, i) => {

@@ -283,6 +283,22 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
       ]);
     });
 
+    it('loads a file of 1000 columns whole, and refuses one of 1001 with a 422', async () => {
+      const ds = await h.createDataset(projectId);
+      const header = (width: number) => Array.from({ length: width }, (_, c) => `c${c}`).join(',');
+      // Values at both ends only: a row must fit a Postgres page.
+      const lines = Array.from({ length: 45 }, (_, r) => `${r}${','.repeat(999)}${r * 7 + 1}`);
+      const res = await h.upload(ds.id, `${header(1000)}\n${lines.join('\n')}\n`);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(res.body.rows_loaded).toBe(45);
+      const rows = await h.allRows(ds.id);
+      expect(rows.map((row) => [row.c0, row.c1, row.c999])).toEqual(Array.from({ length: 45 }, (_, r) => [r, null, r * 7 + 1]));
+      const wider = await h.upload(ds.id, `${header(1001)}\n${'1,'.repeat(1000)}1\n`);
+      expect(wider.status).toBe(422);
+      expect(wider.body.detail).toMatch(/1001 columns.*at most 1000/);
+      expect((await t.request('GET', `/api/datasets/${ds.id}`)).body.row_count).toBe(45);
+    });
+
     it('checks dates and timestamps against the calendar and stores timestamps as UTC with milliseconds', async () => {
       const ds = await h.createDataset(projectId, [{ name: 'd', type: 'date' }, { name: 'ts', type: 'timestamp' }]);
       const ok = await h.upload(ds.id, 'd,ts\n2024-02-29,2024-02-29T23:59:59Z\n2000-02-29,2000-02-29T00:00:00.250Z\n1999-12-31,1999-12-31T10:00:00.5Z\n');
