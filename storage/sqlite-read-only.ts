@@ -51,7 +51,7 @@ export class SqliteReadOnlyRunner {
     if (this.worker) return this.worker;
     const worker = new Worker(new URL('./sqlite-query-worker.mjs', import.meta.url), { workerData: { file: this.file } });
     worker.unref();
-    worker.on('message', (message: { id: number; names?: string[]; rows?: unknown[][]; error?: string; rejected?: boolean }) => {
+    worker.on('message', (message: { id: number; names?: string[]; rows?: unknown[][]; numericTypes?: ('integer' | 'number' | null)[]; error?: string; rejected?: boolean }) => {
       const pending = this.pending.get(message.id);
       if (!pending) return;
       this.pending.delete(message.id);
@@ -63,7 +63,8 @@ export class SqliteReadOnlyRunner {
       const rows = message.rows!;
       const truncated = rows.length > pending.limit;
       const kept = truncated ? rows.slice(0, pending.limit) : rows;
-      pending.resolve({ columns: message.names!.map((name, i) => ({ name, type: typeFromValues(kept.map((r) => r[i])) })), rows: kept, truncated });
+      const type = (i: number) => message.numericTypes![i] ?? typeFromValues(kept.map((r) => r[i]));
+      pending.resolve({ columns: message.names!.map((name, i) => ({ name, type: type(i) })), rows: kept, truncated });
     });
     worker.on('error', (err) => {
       for (const [id, pending] of this.pending) {

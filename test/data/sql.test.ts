@@ -48,6 +48,13 @@ describe.each(DIALECTS)('governed SQL (%s)', (dialect) => {
     ]);
     expect(res.body).toMatchObject({ row_count: 2, truncated: false });
     expect(typeof res.body.elapsed_ms).toBe('number');
+    // A number column's total stays a number when it happens to be whole.
+    const whole = await query({ sql: "select sum(amount) as total, max(id) as top from orders where country = 'DE'" });
+    expect(whole.body.columns).toEqual([
+      { name: 'total', type: 'number' },
+      { name: 'top', type: 'integer' },
+    ]);
+    expect(whole.body.rows).toEqual([[20, 2]]);
   });
 
   it('binds parameters, accepts WITH and a trailing semicolon, and truncates at the limit', async () => {
