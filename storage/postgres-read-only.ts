@@ -19,14 +19,17 @@ export const POSTGRES_COLUMN_TYPES: Readonly<Record<number, DataColumnType>> = {
 };
 
 /**
- * Governed SQL on Postgres: a READ ONLY transaction with a statement timeout, on its own pooled
- * connection; Postgres stops a runaway statement itself.
+ * Governed SQL on Postgres: a READ ONLY transaction with a statement timeout and an empty search
+ * path, on its own pooled connection; Postgres stops a runaway statement itself.
  */
 export async function runPostgresReadOnly(pool: pg.Pool, query: ReadOnlyQuery): Promise<ReadOnlyResult> {
   const client = await pool.connect();
   try {
     await client.query('begin transaction read only');
     await client.query(`set local statement_timeout = ${Math.max(1, Math.floor(query.timeoutMs))}`);
+    // Nothing unqualified resolves to the platform's own tables: datasets are read by qualified
+    // names, so a name the guard let through by mistake finds nothing (pg_catalog stays searched).
+    await client.query(`set local search_path = ''`);
     const result = await client.query({ text: `select * from (${query.sql}) as governed_query limit ${query.limit + 1}`, values: query.params, rowMode: 'array' });
     const truncated = result.rows.length > query.limit;
     return {

@@ -6,9 +6,10 @@ const parser = new Parser();
 
 /**
  * Functions no governed query may call: server files and settings, large objects, other
- * databases, catalog dumps, extension loading (Postgres `pg_*`, SQLite `sqlite_*` included).
+ * databases, catalog dumps, extension loading (Postgres `pg_*`, SQLite `sqlite_*` and its
+ * table-valued `pragma_*` functions included).
  */
-const DENIED_FUNCTION = /^(pg_|lo_|sqlite_|dblink|current_setting$|set_config$|load_extension$|readfile$|writefile$|edit$|fts3_tokenizer$|query_to_xml|table_to_xml|cursor_to_xml|schema_to_xml|database_to_xml|txid_|inet_server_|inet_client_|version$|current_user$|session_user$|user$|current_database$|current_schema)/i;
+const DENIED_FUNCTION = /^(pg_|lo_|sqlite_|pragma_|dblink|current_setting$|set_config$|load_extension$|readfile$|writefile$|edit$|fts3_tokenizer$|query_to_xml|table_to_xml|cursor_to_xml|schema_to_xml|database_to_xml|txid_|inet_server_|inet_client_|version$|current_user$|session_user$|user$|current_database$|current_schema)/i;
 
 export interface GuardedSql {
   /** The statement without a trailing semicolon. */
@@ -35,6 +36,33 @@ function functionNames(node: unknown, found: Set<string>) {
   for (const value of Object.values(record)) functionNames(value, found);
 }
 
+/** Names of the tables a part of the statement reads (FROM and JOIN entries, not column references). */
+function tablesRead(node: unknown, found: Set<string>) {
+  if (Array.isArray(node)) return node.forEach((n) => tablesRead(n, found));
+  if (!node || typeof node !== 'object') return;
+  const record = node as Record<string, unknown>;
+  if (typeof record.table === 'string' && 'db' in record && record.type !== 'column_ref') found.add(record.table.toLowerCase());
+  for (const value of Object.values(record)) tablesRead(value, found);
+}
+
+const cteName = (entry: { name: { value?: string } | string }) => (typeof entry.name === 'string' ? entry.name : (entry.name.value ?? '')).toLowerCase();
+
+/**
+ * Without RECURSIVE, a WITH query sees only the queries defined before it: a name it reads that
+ * is its own or a later query's would reach a table of the database itself (the platform's users,
+ * a system catalog), not the WITH query of that name. Refused rather than trusted to fail.
+ */
+function checkWithScopes(entries: { name: { value?: string } | string; stmt: unknown }[], recursive: boolean) {
+  if (recursive) return;
+  const names = entries.map(cteName);
+  entries.forEach((entry, i) => {
+    const read = new Set<string>();
+    tablesRead(entry.stmt, read);
+    const unseen = names.slice(i).find((name) => read.has(name));
+    if (unseen !== undefined) throw fail(`WITH query "${names[i]}" reads "${unseen}", which is not defined before it (name each WITH query after the ones it reads, or use WITH RECURSIVE)`);
+  });
+}
+
 /**
  * Admits one read-only SELECT (WITH allowed) and names the datasets it reads. Anything else —
  * DDL, DML, several statements, PRAGMA, ATTACH, COPY, SELECT INTO, schema-qualified names (system
@@ -56,7 +84,10 @@ export function guard(text: string, dialect: 'PostgresQL' | 'Sqlite'): GuardedSq
   if (statement.type !== 'select') throw fail(`only read-only SELECT queries are allowed, not ${String(statement.type).toUpperCase()}`);
   if (statement.into && (statement.into as { expr?: unknown }).expr) throw fail('SELECT INTO is not allowed');
 
-  const cteNames = new Set(((statement.with as { name: { value?: string } | string }[] | null) ?? []).map((w) => (typeof w.name === 'string' ? w.name : (w.name.value ?? '')).toLowerCase()));
+  const opening = /^with\s+(recursive\s+)?/i.exec(sql);
+  const withEntries = (statement.with as { name: { value?: string } | string; stmt: unknown }[] | null) ?? [];
+  checkWithScopes(withEntries, !!opening?.[1]);
+  const cteNames = new Set(withEntries.map(cteName));
   const datasets = new Set<string>();
   for (const entry of tables) {
     const [kind, schema, table] = entry.split('::');
@@ -69,6 +100,5 @@ export function guard(text: string, dialect: 'PostgresQL' | 'Sqlite'): GuardedSq
   const denied = [...functions].find((name) => DENIED_FUNCTION.test(name.replace(/^.*\./, '')) || name.includes('.'));
   if (denied) throw fail(`function ${denied} is not allowed in governed SQL`);
 
-  const opening = /^with\s+(recursive\s+)?/i.exec(sql);
   return { sql, datasets: [...datasets], withClause: opening ? { recursive: !!opening[1] } : null };
 }
