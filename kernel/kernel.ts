@@ -75,8 +75,9 @@ export class Kernel {
       issuers: settings.IDP_ISSUERS,
     });
     const capabilities: CapabilityCatalog = {
-      list: () => [...this.registry.current.capabilities.values()].map((c) => ({ name: c.name, description: c.description, roles: c.roles, plugin_id: c.pluginId })),
+      list: () => [...this.registry.current.capabilities.values()].map((c) => ({ name: c.name, description: c.description, roles: c.roles, scope: c.scope, plugin_id: c.pluginId })),
       has: (name) => this.registry.current.capabilities.has(name),
+      isPlatformWide: (name) => this.registry.current.capabilities.get(name)?.scope === 'platform',
     };
     const rateLimitStore = new MemoryRateLimitStore();
     const vault = new Vault(this.secrets.vaultKey);

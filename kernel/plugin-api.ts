@@ -78,8 +78,10 @@ export const kernelServices = {
 };
 
 export interface CapabilityCatalog {
-  list(): { name: string; description: string; roles: readonly string[]; plugin_id: string }[];
+  list(): { name: string; description: string; roles: readonly string[]; scope: 'organization' | 'platform'; plugin_id: string }[];
   has(name: string): boolean;
+  /** A platform-wide capability: granted by a role baseline only, never through a group. */
+  isPlatformWide(name: string): boolean;
 }
 
 export type ServiceType<R> = R extends ServiceRef<infer T> ? T : never;

@@ -38,7 +38,9 @@ export function effectiveCapabilities(
 async function computeCapabilities(identity: Identity, orgId: number | null, known: ReadonlyMap<string, CapabilityInfo>, snapshot: IdentitySnapshot): Promise<ReadonlySet<string>> {
   const granted = new Set(baseline(identity.role, identity.isPlatformAdmin, known));
   if (orgId !== null && !identity.isPlatformAdmin) {
-    for (const group of await snapshot.groupsOf(identity.userId, orgId)) for (const name of group.capabilities) granted.add(name);
+    // A group grants what works inside its organization only (a row from before platform-wide
+    // capabilities were refused to groups grants nothing more).
+    for (const group of await snapshot.groupsOf(identity.userId, orgId)) for (const name of group.capabilities) if (known.get(name)?.scope !== 'platform') granted.add(name);
   }
   if (identity.scopes) for (const name of granted) if (!identity.scopes.has(name)) granted.delete(name);
   return granted;

@@ -211,7 +211,7 @@ export class PersonalAccessTokens {
     return rows.map((r) => this.toInfo(r as TokenRow));
   }
 
-  /** Every token whose owner is a member of the organization (see `orgTokens` for platform admins). */
+  /** Every token the organization governs (see `orgTokens`). */
   async listForOrganization(orgId: number, callerIsPlatformAdmin: boolean): Promise<TokenInfo[]> {
     const rows = await this.orgTokens(orgId, callerIsPlatformAdmin).orderBy('t.id').execute();
     return rows.map((r) => ({ ...this.toInfo(r as unknown as TokenRow), username: r.username as string }));
@@ -224,7 +224,7 @@ export class PersonalAccessTokens {
     return this.revoke(row, userId);
   }
 
-  /** Revokes any token of a member of the organization (org.admin governance). */
+  /** Revokes any token the organization governs (org.admin governance, see `orgTokens`). */
   async revokeInOrganization(orgId: number, id: number, admin: { userId: number; isPlatformAdmin: boolean }): Promise<Revocation> {
     const row = (await this.orgTokens(orgId, admin.isPlatformAdmin).where('t.id', '=', id).executeTakeFirst()) as unknown as TokenRow | undefined;
     if (!row) throw problems.notFound(`no token ${id} in this organization`);
@@ -243,11 +243,12 @@ export class PersonalAccessTokens {
   }
 
   /**
-   * Tokens of the organization's members. A platform admin belongs to every organization they
-   * created; an organization's admins must not govern the platform admin's tokens, so those are
-   * visible to platform admins only.
+   * Tokens an organization governs. A token belongs to a person, who may belong to several
+   * organizations, and any org admin can add an existing user as a member: so an org admin governs
+   * the tokens of the members whose home (default) organization it is — which only a platform
+   * admin can set — and never a platform admin's. A platform admin governs every member's tokens.
    */
-  private orgTokens(orgId: number, includePlatformAdmins: boolean) {
+  private orgTokens(orgId: number, callerIsPlatformAdmin: boolean) {
     let query = this.storage.db
       .selectFrom('personal_access_tokens as t')
       .innerJoin('organization_members as m', 'm.user_id', 't.user_id')
@@ -255,7 +256,7 @@ export class PersonalAccessTokens {
       .selectAll('t')
       .select('u.username')
       .where('m.org_id', '=', orgId);
-    if (!includePlatformAdmins) query = query.where('u.role', '!=', PLATFORM_ADMIN_ROLE);
+    if (!callerIsPlatformAdmin) query = query.where('u.role', '!=', PLATFORM_ADMIN_ROLE).where('u.default_org_id', '=', orgId);
     return query;
   }
 

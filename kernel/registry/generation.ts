@@ -17,6 +17,7 @@ export interface CapabilityInfo {
   name: string;
   description: string;
   roles: readonly string[];
+  scope: 'organization' | 'platform';
   pluginId: string;
 }
 

@@ -13,6 +13,12 @@ const capability = z
     description: z.string().min(1),
     /** Legacy roles whose baseline includes this capability; platform admins hold every capability. */
     roles: z.array(z.enum(ROLES)).default([]),
+    /**
+     * `organization` (default): works inside the current organization and may be granted through
+     * that organization's groups. `platform`: reaches beyond any one organization (users,
+     * plugins, new organizations), so only a role baseline grants it, never a group.
+     */
+    scope: z.enum(['organization', 'platform']).default('organization'),
   })
   .strict();
 

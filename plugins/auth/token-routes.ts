@@ -1,8 +1,16 @@
 import { z } from 'zod';
-import { defineRoute, identitySchemas as s, problems, reply } from '../../kernel/plugin-api.ts';
+import { defineRoute, identitySchemas as s, problems, reply, type Principal } from '../../kernel/plugin-api.ts';
 import type { AuthServices } from './services.ts';
 
 const MAX_LIFETIME_DAYS = 3650;
+
+/**
+ * Managing tokens needs the owner's full say: a scoped token (say `plugins.read` only) could
+ * otherwise mint an unscoped one, or revoke the owner's other tokens (GitLab asks its `api` scope).
+ */
+function requireUnscoped(principal: Principal) {
+  if (principal.scopes) throw problems.forbidden('a scoped token cannot manage tokens: use a JWT or an unscoped token');
+}
 
 const mintedSchema = s.tokenInfoSchema
   .extend({ token: z.string().describe('The secret: shown this once, never again') })
@@ -25,6 +33,7 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       },
       responses: { 201: { description: 'The token, with its secret', schema: mintedSchema } },
       handler: async ({ body, principal, audit }) => {
+        requireUnscoped(principal!);
         if (body.scopes) {
           const unknown = body.scopes.filter((name) => !capabilities.has(name));
           if (unknown.length) throw problems.badRequest(`unknown scopes: ${unknown.join(', ')} (GET /api/auth/scopes lists them)`, unknown.map((name) => ({ path: `body.scopes.${body.scopes!.indexOf(name)}`, message: `unknown scope ${name}` })));
@@ -42,7 +51,10 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       summary: 'Your tokens, without secrets',
       security: 'bearer',
       responses: { 200: { description: 'Token metadata', schema: z.array(s.tokenInfoSchema) } },
-      handler: ({ principal }) => tokens.listForUser(principal!.userId),
+      handler: ({ principal }) => {
+        requireUnscoped(principal!);
+        return tokens.listForUser(principal!.userId);
+      },
     }),
     defineRoute({
       method: 'delete',
@@ -52,6 +64,7 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       request: { params: s.idParam('id') },
       responses: { 200: { description: 'The revoked token', schema: s.tokenInfoSchema } },
       handler: async ({ params, principal, audit }) => {
+        requireUnscoped(principal!);
         const { info, revokedNow } = await tokens.revokeOwn(principal!.userId, params.id as number);
         if (revokedNow) await audit.record({ action: 'token.revoke', targetType: 'token', targetId: info.id, details: { token_name: info.name } });
         return info;
@@ -60,7 +73,7 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
     defineRoute({
       method: 'get',
       path: '/tokens/admin',
-      summary: 'Every token of the organization\u2019s members (org.admin)',
+      summary: 'Every token of the members whose home organization this is (org.admin)',
       security: 'bearer',
       capability: 'org.admin',
       orgScoped: true,
@@ -70,7 +83,7 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
     defineRoute({
       method: 'delete',
       path: '/tokens/admin/{id}',
-      summary: 'Revoke any token of the organization\u2019s members (org.admin)',
+      summary: 'Revoke any token of a member whose home organization this is (org.admin)',
       security: 'bearer',
       capability: 'org.admin',
       orgScoped: true,

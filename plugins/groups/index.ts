@@ -9,9 +9,17 @@ export default definePlugin({
   deps: { groups: kernelServices.groups, capabilities: kernelServices.capabilities },
   init: ({ groups, capabilities }) => {
     const capabilityList = z.array(z.string()).max(200);
-    const requireKnown = (names: string[] | undefined) => {
+    /** Known capabilities that work inside one organization; a platform-wide one would let an org admin reach every tenant. */
+    const requireGrantable = (names: string[] | undefined) => {
       const unknown = (names ?? []).filter((n) => !capabilities.has(n));
       if (unknown.length) throw problems.badRequest(`unknown capabilities: ${unknown.join(', ')} (GET /api/auth/scopes lists them)`, unknown.map((n) => ({ path: `body.capabilities.${names!.indexOf(n)}`, message: `unknown capability ${n}` })));
+      const platformWide = (names ?? []).filter((n) => capabilities.isPlatformWide(n));
+      if (platformWide.length) {
+        throw problems.badRequest(
+          `platform-wide capabilities cannot be granted through a group: ${platformWide.join(', ')} (only the admin role holds them)`,
+          platformWide.map((n) => ({ path: `body.capabilities.${names!.indexOf(n)}`, message: `platform-wide capability ${n}` })),
+        );
+      }
     };
     const base = { security: 'bearer', orgScoped: true } as const;
 
@@ -26,7 +34,7 @@ export default definePlugin({
           request: { body: z.object({ name: z.string().trim().min(1).max(200), description: z.string().max(2000).nullable().optional(), capabilities: capabilityList.default([]) }) },
           responses: { 201: { description: 'The group', schema: s.groupSchema } },
           handler: async ({ body, orgId, audit }) => {
-            requireKnown(body.capabilities);
+            requireGrantable(body.capabilities);
             const group = await groups.create(orgId!, body);
             await audit.record({ action: 'group.create', targetType: 'group', targetId: group.id, details: { name: group.name, capabilities: group.capabilities } });
             return reply(201, group);
@@ -65,7 +73,7 @@ export default definePlugin({
           },
           responses: { 200: { description: 'The group', schema: s.groupSchema } },
           handler: async ({ params, body, orgId, audit }) => {
-            requireKnown(body.capabilities);
+            requireGrantable(body.capabilities);
             const before = await groups.get(orgId!, params.id as number);
             const after = await groups.update(orgId!, params.id as number, body);
             await audit.record({

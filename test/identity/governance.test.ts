@@ -223,25 +223,53 @@ describe.each(DIALECTS)('governance (%s)', (dialect) => {
       expect(patch.body.detail).toContain('made.up');
     });
 
+    it('refuses platform-wide capabilities in a group, and a stored one grants nothing', async () => {
+      for (const capability of ['users.manage', 'plugins.manage', 'organizations.create']) {
+        const created = await t.request('POST', '/api/groups', { body: { name: `escalate ${capability}`, capabilities: ['groups.read', capability] } });
+        expect(created.status, capability).toBe(400);
+        expect(created.body.detail).toContain(capability);
+        expect(created.body.errors[0].path).toBe('body.capabilities.1');
+      }
+      const group = await newGroup(1, ['groups.read']);
+      const patch = await t.request('PATCH', `/api/groups/${group}`, { body: { capabilities: ['users.manage'] } });
+      expect(patch.status).toBe(400);
+      expect((await t.request('GET', `/api/groups/${group}`)).body.capabilities).toEqual(['groups.read']);
+
+      // An org admin of another organization cannot reach every tenant's users through a group.
+      const orgB = await newOrganization();
+      const viewer = await newUser(1);
+      expect((await t.request('POST', `/api/organizations/${orgB}/members`, { body: { user_id: viewer.id } })).status).toBe(201);
+      const admins = await newGroup(orgB, ['org.admin']);
+      await addToGroup(orgB, admins, viewer.id);
+      const asOrgAdmin = { token: viewer.token, headers: { 'X-Org-Id': String(orgB) } };
+      expect((await t.request('POST', '/api/groups', { ...asOrgAdmin, body: { name: 'mine', capabilities: ['users.manage'] } })).status).toBe(400);
+      // A row written before this rule (or by hand) grants nothing either.
+      const legacy = await newGroup(orgB, []);
+      await addToGroup(orgB, legacy, viewer.id);
+      await t.kernel.storage.db.insertInto('group_capabilities').values({ group_id: legacy, capability: 'users.manage' }).execute();
+      expect((await t.request('GET', '/api/users', asOrgAdmin)).status).toBe(403);
+      expect((await t.request('GET', '/api/me', asOrgAdmin)).body.capabilities).not.toContain('users.manage');
+    });
+
     it('a capability granted through a group applies, and stops on the very next request once removed', async () => {
       const viewer = await newUser(1);
-      expect((await t.request('GET', '/api/users', { token: viewer.token })).status).toBe(403);
-      const group = await newGroup(1, ['users.manage']);
+      expect((await t.request('GET', '/api/audit', { token: viewer.token })).status).toBe(403);
+      const group = await newGroup(1, ['org.admin']);
       await addToGroup(1, group, viewer.id);
-      expect((await t.request('GET', '/api/users', { token: viewer.token })).status).toBe(200);
+      expect((await t.request('GET', '/api/audit', { token: viewer.token })).status).toBe(200);
 
       const me = await t.request('GET', '/api/me', { token: viewer.token });
       expect(me.status).toBe(200);
-      expect(me.body.capabilities).toContain('users.manage');
+      expect(me.body.capabilities).toContain('org.admin');
       expect(me.body.groups.map((g: { id: number }) => g.id)).toEqual([group]);
-      expect(me.body.groups[0]).toMatchObject({ id: group, org_id: 1, capabilities: ['users.manage'] });
+      expect(me.body.groups[0]).toMatchObject({ id: group, org_id: 1, capabilities: ['org.admin'] });
       expect(me.body.current_org_id).toBe(1);
 
       const removed = await t.request('DELETE', `/api/groups/${group}/members/${viewer.id}`);
       expect(removed.status).toBe(204);
-      expect((await t.request('GET', '/api/users', { token: viewer.token })).status).toBe(403);
+      expect((await t.request('GET', '/api/audit', { token: viewer.token })).status).toBe(403);
       const after = await t.request('GET', '/api/me', { token: viewer.token });
-      expect(after.body.capabilities).not.toContain('users.manage');
+      expect(after.body.capabilities).not.toContain('org.admin');
       expect(after.body.groups).toEqual([]);
     });
 
@@ -249,34 +277,34 @@ describe.each(DIALECTS)('governance (%s)', (dialect) => {
       const viewer = await newUser(1);
       const group = await newGroup(1, ['groups.read']);
       await addToGroup(1, group, viewer.id);
-      expect((await t.request('GET', '/api/users', { token: viewer.token })).status).toBe(403);
-      const patch = await t.request('PATCH', `/api/groups/${group}`, { body: { capabilities: ['users.manage'] } });
+      expect((await t.request('GET', '/api/audit', { token: viewer.token })).status).toBe(403);
+      const patch = await t.request('PATCH', `/api/groups/${group}`, { body: { capabilities: ['org.admin'] } });
       expect(patch.status, patch.text).toBe(200);
-      expect(patch.body.capabilities).toEqual(['users.manage']);
-      expect((await t.request('GET', '/api/users', { token: viewer.token })).status).toBe(200);
+      expect(patch.body.capabilities).toEqual(['org.admin']);
+      expect((await t.request('GET', '/api/audit', { token: viewer.token })).status).toBe(200);
       expect((await t.request('PATCH', `/api/groups/${group}`, { body: { capabilities: [] } })).status).toBe(200);
-      expect((await t.request('GET', '/api/users', { token: viewer.token })).status).toBe(403);
+      expect((await t.request('GET', '/api/audit', { token: viewer.token })).status).toBe(403);
     });
 
     it('capabilities are per organization: a group in B grants nothing in A', async () => {
       const orgB = await newOrganization();
       const viewer = await newUser(1);
       expect((await t.request('POST', `/api/organizations/${orgB}/members`, { body: { user_id: viewer.id } })).status).toBe(201);
-      const groupB = await newGroup(orgB, ['users.manage']);
+      const groupB = await newGroup(orgB, ['org.admin']);
       await addToGroup(orgB, groupB, viewer.id);
 
-      expect((await t.request('GET', '/api/users', { token: viewer.token, headers: { 'X-Org-Id': String(orgB) } })).status).toBe(200);
-      expect((await t.request('GET', '/api/users', { token: viewer.token, headers: { 'X-Org-Id': '1' } })).status).toBe(403);
-      expect((await t.request('GET', '/api/users', { token: viewer.token })).status).toBe(403);
+      expect((await t.request('GET', '/api/audit', { token: viewer.token, headers: { 'X-Org-Id': String(orgB) } })).status).toBe(200);
+      expect((await t.request('GET', '/api/audit', { token: viewer.token, headers: { 'X-Org-Id': '1' } })).status).toBe(403);
+      expect((await t.request('GET', '/api/audit', { token: viewer.token })).status).toBe(403);
 
       const inB = await t.request('GET', '/api/me', { token: viewer.token, headers: { 'X-Org-Id': String(orgB) } });
       expect(inB.body.current_org_id).toBe(orgB);
-      expect(inB.body.capabilities).toContain('users.manage');
+      expect(inB.body.capabilities).toContain('org.admin');
       expect(inB.body.groups.map((g: { id: number }) => g.id)).toEqual([groupB]);
       expect(inB.body.organizations.map((o: { id: number }) => o.id)).toEqual([1, orgB]);
       const inA = await t.request('GET', '/api/me', { token: viewer.token, headers: { 'X-Org-Id': '1' } });
       expect(inA.body.current_org_id).toBe(1);
-      expect(inA.body.capabilities).not.toContain('users.manage');
+      expect(inA.body.capabilities).not.toContain('org.admin');
       expect(inA.body.groups).toEqual([]);
     });
   });
@@ -300,7 +328,7 @@ describe.each(DIALECTS)('governance (%s)', (dialect) => {
       tBetween = new Date().toISOString();
       await sleep(15);
       await addToGroup(1, group, member.id);
-      expect((await t.request('PATCH', `/api/groups/${group}`, { body: { capabilities: ['groups.read', 'users.manage'] } })).status).toBe(200);
+      expect((await t.request('PATCH', `/api/groups/${group}`, { body: { capabilities: ['groups.read', 'org.admin'] } })).status).toBe(200);
       expect((await t.request('PATCH', `/api/groups/${group}`, { body: { name: uniq('renamed') } })).status).toBe(200);
       expect((await t.request('DELETE', `/api/groups/${group}/members/${member.id}`)).status).toBe(204);
       await sleep(15);
@@ -322,7 +350,7 @@ describe.each(DIALECTS)('governance (%s)', (dialect) => {
       for (const e of items) expect(e).toMatchObject({ actor_user_id: adminId, actor_username: 'admin', target_type: 'group', target_id: String(group), org_id: 1, outcome: 'success' });
       const byAction = Object.fromEntries(items.map((e) => [e.action, e]));
       expect(byAction['group.member.add'].details).toEqual({ user_id: member.id });
-      expect(byAction['group.capabilities.change'].details.capabilities).toEqual({ from: ['groups.read'], to: ['groups.read', 'users.manage'] });
+      expect(byAction['group.capabilities.change'].details.capabilities).toEqual({ from: ['groups.read'], to: ['groups.read', 'org.admin'] });
       expect(byAction['group.create'].details).toMatchObject({ capabilities: ['groups.read'] });
       // Newest first, ids strictly descending.
       const ids = items.map((e) => e.id);

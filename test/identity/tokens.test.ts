@@ -223,6 +223,21 @@ describe.each(DIALECTS)('personal access tokens (%s)', (dialect) => {
       expect((await t.request('GET', '/api/users')).status).toBe(200);
     });
 
+    it('lets a scoped token manage no tokens (403): it could mint an unscoped one or revoke the owner\u2019s', async () => {
+      const scoped = await mintOk({ name: 'narrow', scopes: ['plugins.read'] });
+      const other = await mintOk({ name: 'another of mine' });
+      const escape = await mint({ name: 'escape' }, scoped.token);
+      expect(escape.status).toBe(403);
+      expect(escape.body.detail).toMatch(/scoped token/);
+      expect((await mint({ name: 'escape too', scopes: ['plugins.read'] }, scoped.token)).status).toBe(403);
+      expect((await t.request('GET', '/api/auth/tokens', { token: scoped.token })).status).toBe(403);
+      expect((await t.request('DELETE', `/api/auth/tokens/${other.id}`, { token: scoped.token })).status).toBe(403);
+      expect((await me(other.token)).status).toBe(200);
+      // An unscoped token holds the owner's full say.
+      const full = await mintOk({ name: 'full say' });
+      expect((await mint({ name: 'minted by a token' }, full.token)).status).toBe(201);
+    });
+
     it('gives an unscoped token the owner\u2019s full permissions', async () => {
       const full = await mintOk({ name: 'everything' });
       expect(full.scopes).toBeNull();
@@ -391,6 +406,7 @@ describe.each(DIALECTS)('personal access tokens (%s)', (dialect) => {
         .innerJoin('users as u', 'u.id', 'p.user_id')
         .select('p.id')
         .where('m.org_id', '=', 1)
+        .where('u.default_org_id', '=', 1) // members whose home organization this is
         .where('u.role', '!=', 'admin') // platform admins' tokens are governed by platform admins only
         .orderBy('p.id')
         .execute();
@@ -456,6 +472,14 @@ describe.each(DIALECTS)('personal access tokens (%s)', (dialect) => {
       // And organization 1's org.admin cannot reach the outsider's token.
       expect((await t.request('DELETE', `/api/auth/tokens/admin/${outsiderPat.id}`, { token: orgAdmin.token })).status).toBe(404);
       expect((await me(outsiderPat.token)).status).toBe(200);
+
+      // Adding organization 1's member to their own organization gives the outsider no hold on the
+      // member's tokens: an organization governs the tokens of those whose home organization it is.
+      const adopted = await t.request('POST', `/api/organizations/${orgId}/members`, { token: outsider, body: { user_id: member.id } });
+      expect(adopted.status, adopted.text).toBe(201);
+      expect((await t.request('GET', '/api/auth/tokens/admin', { token: outsider })).body.map((x: { id: number }) => x.id)).not.toContain(memberToken.id);
+      expect((await t.request('DELETE', `/api/auth/tokens/admin/${memberToken.id}`, { token: outsider })).status).toBe(404);
+      expect((await me(memberToken.token)).status).toBe(200);
     });
 
     it('revokes another member\u2019s token, which stops working at once', async () => {
