@@ -30,6 +30,18 @@ interface ProfileInput {
 }
 
 /**
+ * The sample standard deviation of `value`, in a second pass over the same rows: the sum of squared
+ * deviations from the mean the first pass computed. The one-pass Σx² − n·mean² cancels
+ * catastrophically when values are large next to their spread (around 1e9 it keeps no digit), and
+ * SQLite has no stddev aggregate to lean on.
+ */
+async function sampleStddev(db: Kysely<any>, table: RawBuilder<unknown>, value: RawBuilder<unknown>, mean: number, count: number): Promise<number> {
+  const deviation = sql`(${value} - ${mean})`;
+  const row = (await sql<{ squares: unknown }>`select sum(${deviation} * ${deviation}) as squares from ${table}`.execute(db)).rows[0];
+  return Math.sqrt(Number(row.squares) / (count - 1));
+}
+
+/**
  * Profiles one column with aggregate queries run in the database (nothing is read row by row):
  * counts, distinct values, range, mean and sample standard deviation, nearest-rank quartiles,
  * the most frequent values and an equal-width histogram for numbers.
@@ -45,16 +57,12 @@ export async function profileColumn({ db, table, column, rowCount, decode }: Pro
   const basics = (
     await sql<Record<string, unknown>>`select count(${ref}) as count, count(distinct ${comparable}) as distinct_count,
       ${ordered ? sql`min(${ref})` : sql`null`} as min, ${ordered ? sql`max(${ref})` : sql`null`} as max,
-      ${numeric ? sql`avg(${asDouble})` : sql`null`} as mean, ${numeric ? sql`sum(${asDouble} * ${asDouble})` : sql`null`} as sum_squares
+      ${numeric ? sql`avg(${asDouble})` : sql`null`} as mean
       from ${table}`.execute(db)
   ).rows[0];
   const count = Number(basics.count);
   const mean = basics.mean === null ? null : Number(basics.mean);
-  let stddev: number | null = null;
-  if (numeric && count > 1 && mean !== null) {
-    const variance = (Number(basics.sum_squares) - count * mean * mean) / (count - 1);
-    stddev = Math.sqrt(Math.max(0, variance));
-  }
+  const stddev = numeric && count > 1 && mean !== null ? await sampleStddev(db, table, asDouble, mean, count) : null;
 
   let quantiles: ColumnProfile['quantiles'] = null;
   if (ordered && count > 0) {

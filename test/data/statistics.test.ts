@@ -101,6 +101,17 @@ describe.each(DIALECTS)('statistics (%s)', (dialect) => {
     expect(JSON.stringify(res.body)).not.toContain('@example.test');
   });
 
+  it('computes a stable standard deviation for large values close together', async () => {
+    const project = await t.request('POST', '/api/projects', { body: { key: 'BIGSTATS', name: 'Big stats' } });
+    const dataset = await t.request('POST', '/api/datasets', { body: { name: 'big', project_id: project.body.id, columns: [{ name: 'v', type: 'integer' }] } });
+    const load = await t.request('POST', `/api/datasets/${dataset.body.id}/data`, { body: 'v\n1000000001\n1000000002\n1000000003\n1000000004\n', headers: { 'content-type': 'text/csv' } });
+    expect(load.status).toBe(200);
+    const v = column((await t.request('GET', `/api/statistics/datasets/${dataset.body.id}`)).body, 'v');
+    expect(v.mean).toBeCloseTo(1000000002.5, 6);
+    // Σx² − n·mean² cancels catastrophically here (Σx² ≈ 4e18); the sample stddev is √(5/3).
+    expect(v.stddev).toBeCloseTo(1.2909944, 6);
+  });
+
   it('keeps profiles inside their organization', async () => {
     const { token } = await t.outsider('stats-outsider');
     expect((await t.request('GET', `/api/statistics/datasets/${datasetId}`, { token })).status).toBe(404);
