@@ -42,8 +42,12 @@ const runSchema = z
 
 const NUMERIC_OR_TIME = ['integer', 'number', 'date', 'timestamp'];
 
-/** A rule definition that fits the dataset: a 400/422 naming `body.params.<field>` otherwise. */
-function checkDefinition(input: { type: string; params: unknown }, dataset: DatasetInfo): RuleDefinition {
+/**
+ * A rule definition that fits the dataset: a 400/422 naming `body.params.<field>` otherwise. A rule
+ * on a PII column needs `datasets.pii.read` (403), as a filter on one does: its failing-row count
+ * would answer guesses about the hidden values one rule at a time.
+ */
+function checkDefinition(input: { type: string; params: unknown }, dataset: DatasetInfo, seesPii: boolean): RuleDefinition {
   const parsed = ruleDefinition.safeParse(input);
   if (!parsed.success) {
     const errors = fieldErrorsOf(parsed.error.issues, 'body');
@@ -54,6 +58,7 @@ function checkDefinition(input: { type: string; params: unknown }, dataset: Data
   if (name !== undefined) {
     const column = dataset.columns.find((c) => c.name === name);
     if (!column) throw problems.unprocessable(`dataset ${dataset.id} has no column "${name}"`, [{ path: 'body.params.column', message: 'no such column' }]);
+    if (column.pii && !seesPii) throw problems.forbidden(`"${name}" is a PII column: a rule on it needs the capability "datasets.pii.read"`);
     if (definition.type === 'range' && !NUMERIC_OR_TIME.includes(column.type)) throw problems.unprocessable(`a range rule needs a numeric column; "${name}" is ${column.type}`, [{ path: 'body.params.column', message: 'not numeric' }]);
     if (definition.type === 'freshness' && column.type !== 'date' && column.type !== 'timestamp') throw problems.unprocessable(`a freshness rule needs a date or timestamp column; "${name}" is ${column.type}`, [{ path: 'body.params.column', message: 'not a date or timestamp' }]);
   }
@@ -143,7 +148,7 @@ export default definePlugin({
           responses: { 201: { description: 'The rule', schema: ruleSchema } },
           handler: async ({ body, orgId, principal, audit }) => {
             const dataset = await catalog.get(orgId!, body.dataset_id);
-            const definition = checkDefinition(body, dataset);
+            const definition = checkDefinition(body, dataset, catalog.seesPii(principal!));
             if (definition.type === 'custom_sql') await checkCondition(sqlService, dataset, definition.params.condition, principal!, audit);
             const rule = await rules.create(orgId!, { ...body, ...definition });
             await audit.record({ action: 'dq.rule.create', targetType: 'dq_rule', targetId: rule.id, details: { dataset_id: dataset.id, type: rule.type } });
@@ -187,7 +192,7 @@ export default definePlugin({
             const rule = await rules.get(orgId!, params.id as number);
             if (body.params) {
               const dataset = await catalog.get(orgId!, rule.dataset_id);
-              const definition = checkDefinition({ type: rule.type, params: body.params }, dataset);
+              const definition = checkDefinition({ type: rule.type, params: body.params }, dataset, catalog.seesPii(principal!));
               if (definition.type === 'custom_sql') await checkCondition(sqlService, dataset, definition.params.condition, principal!, audit);
             }
             const updated = await rules.update(orgId!, rule.id, body);

@@ -140,6 +140,21 @@ describe.each(DIALECTS)('data-quality rules (%s)', (dialect) => {
     expect(history.body[0].dataset_version).toBeGreaterThanOrEqual(history.body[1].dataset_version);
   });
 
+  it('refuses a rule on a PII column to a caller without datasets.pii.read (403): its count would answer guesses', async () => {
+    const editor = (await t.userToken('editor')).token;
+    const onEmail = { dataset_id: datasetId, name: 'guess', type: 'allowed_values', params: { column: 'email', values: ['a@example.test'] } };
+    const refused = await t.request('POST', '/api/data-quality/rules', { token: editor, body: onEmail });
+    expect(refused.status).toBe(403);
+    expect(refused.body.detail).toMatch(/PII column.*datasets\.pii\.read/);
+    expect((await t.request('POST', '/api/data-quality/rules', { token: editor, body: { ...onEmail, type: 'pattern', params: { column: 'email', pattern: '^a' } } })).status).toBe(403);
+    // Allowed on other columns, and a rule made by someone who may read the column cannot be retargeted.
+    expect((await t.request('POST', '/api/data-quality/rules', { token: editor, body: { ...onEmail, params: { column: 'country', values: ['FR'] } } })).status).toBe(201);
+    const admins = await createRule({ name: 'admin email check', type: 'not_null', params: { column: 'email' } });
+    expect(admins.status).toBe(201);
+    expect((await t.request('PATCH', `/api/data-quality/rules/${admins.body.id}`, { token: editor, body: { params: { column: 'email' } } })).status).toBe(403);
+    expect((await t.request('GET', `/api/data-quality/rules/${admins.body.id}`)).body.params).toEqual({ column: 'email' });
+  });
+
   it('lets viewers run and read rules but not change them', async () => {
     const rule = await createRule({ name: 'viewer check', type: 'not_null', params: { column: 'id' } });
     expect((await t.request('POST', `/api/data-quality/rules/${rule.body.id}/run`, { token: viewer })).status).toBe(200);
