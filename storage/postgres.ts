@@ -105,6 +105,9 @@ export function openPostgresStorage(connectionString: string, poolSize = 10): St
     decodeJson: <T>(stored: unknown) => stored as T,
     now: () => new Date().toISOString(),
     transaction: (work) => db.transaction().execute(work),
+    async lockForTransaction(trx, key) {
+      await sql`select pg_advisory_xact_lock(hashtext(${key}))`.execute(trx);
+    },
     async withMigrationLock(work) {
       const client = await pool.connect();
       try {

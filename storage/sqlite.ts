@@ -91,6 +91,8 @@ export function openSqliteStorage(file: string): Storage {
     // One process owns a SQLite file's writes at a time (the driver serialises them), so there is
     // nothing to coordinate beyond the transaction each migration already runs in.
     withMigrationLock: (work) => work(),
+    // One connection runs one transaction at a time: transactions never interleave.
+    lockForTransaction: async () => undefined,
     async snapshotSchema() {
       const tables = await sql<{ name: string }>`
         select name from sqlite_master

@@ -67,6 +67,11 @@ export interface Storage {
   now(): string;
   transaction<T>(work: (trx: Transaction<any>) => Promise<T>): Promise<T>;
   /**
+   * Inside a transaction: waits until no other transaction holds `key`, and holds it until this one
+   * ends — for a check-then-write (a count against a cap) that must not interleave with another.
+   */
+  lockForTransaction(trx: Transaction<any>, key: string): Promise<void>;
+  /**
    * Runs `work` while holding the cluster-wide migration lock, so two instances starting together
    * against one Postgres never apply the same migration twice.
    */

@@ -126,6 +126,8 @@ export class PersonalAccessTokens {
     const now = new Date();
     const secret = generatePatSecret();
     return this.storage.transaction(async (trx) => {
+      // Concurrent mints of one user count one after the other, or several would pass the cap.
+      await this.storage.lockForTransaction(trx, `pat-mint:${userId}`);
       const active = await trx
         .selectFrom('personal_access_tokens')
         .select((eb) => eb.fn.countAll<number>().as('n'))

@@ -565,6 +565,14 @@ describe.each(DIALECTS)('personal access token cap (%s)', (dialect) => {
     expect(again.status, again.text).toBe(201);
     expect((await t.request('POST', '/api/auth/tokens', { token: user.token, body: { name: 'cap 5' } })).status).toBe(409);
   });
+
+  it('holds under concurrent mints: exactly the cap passes', async () => {
+    const user = await t.userToken('viewer');
+    const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => t.request('POST', '/api/auth/tokens', { token: user.token, body: { name: `race ${i}` } })));
+    expect(answers.map((a) => a.status).sort()).toEqual([201, 201, 201, ...Array(9).fill(409)]);
+    const rows = await t.kernel.storage.db.selectFrom('personal_access_tokens').select('id').where('user_id', '=', user.id).execute();
+    expect(rows).toHaveLength(3);
+  });
 });
 
 describe.each(DIALECTS)('personal access token rate limit (%s)', (dialect) => {
