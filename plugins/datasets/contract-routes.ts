@@ -3,6 +3,7 @@ import { defineRoute, identitySchemas as s, problems, reply } from '../../kernel
 import { DATA_COLUMN_TYPES } from '../../storage/index.ts';
 import type { ContractService } from './contracts.ts';
 import type { DatasetStore } from './dataset-store.ts';
+import type { DatasetContracts } from './public.ts';
 
 const contractSchema = z
   .object({
@@ -36,8 +37,11 @@ const driftSchema = z
 const idParams = s.idParam('id');
 const base = { security: 'bearer', orgScoped: true } as const;
 
-/** Schema contracts and drift of a dataset (spec §2.6, §3.3). */
-export function contractRoutes({ store, contracts }: { store: DatasetStore; contracts: ContractService }) {
+/**
+ * Schema contracts and drift of a dataset (spec §2.6, §3.3). `operations` is the `datasets.contracts`
+ * service itself, so the routes and the service answer alike.
+ */
+export function contractRoutes({ store, contracts, operations }: { store: DatasetStore; contracts: ContractService; operations: DatasetContracts }) {
   return [
     defineRoute({
       ...base,
@@ -48,7 +52,7 @@ export function contractRoutes({ store, contracts }: { store: DatasetStore; cont
       request: { params: idParams },
       responses: { 200: { description: 'The current contract', schema: contractSchema } },
       handler: async ({ params, orgId }) => {
-        const contract = await contracts.current(await store.get(orgId!, params.id as number));
+        const contract = await operations.current(orgId!, params.id as number);
         if (!contract) throw problems.notFound(`dataset ${params.id} has no contract yet: capture one with POST /api/datasets/${params.id}/contract`);
         return contract;
       },
@@ -72,10 +76,8 @@ export function contractRoutes({ store, contracts }: { store: DatasetStore; cont
       request: { params: idParams },
       responses: { 201: { description: 'The new current contract', schema: contractSchema } },
       handler: async ({ params, orgId, principal, audit }) => {
-        const dataset = await store.get(orgId!, params.id as number);
-        if (dataset.columns.length === 0) throw problems.unprocessable('the dataset has no columns yet: there is no schema to capture');
-        const contract = await contracts.capture(dataset, principal!.userId);
-        await audit.record({ action: 'dataset.contract.capture', targetType: 'dataset', targetId: dataset.id, details: { version: contract.version } });
+        const contract = await operations.capture(orgId!, params.id as number, principal!.userId);
+        await audit.record({ action: 'dataset.contract.capture', targetType: 'dataset', targetId: contract.dataset_id, details: { version: contract.version } });
         return reply(201, contract);
       },
     }),
@@ -87,7 +89,7 @@ export function contractRoutes({ store, contracts }: { store: DatasetStore; cont
       capability: 'datasets.read',
       request: { params: idParams },
       responses: { 200: { description: 'The drift', schema: driftSchema } },
-      handler: async ({ params, orgId }) => contracts.drift(await store.get(orgId!, params.id as number)),
+      handler: async ({ params, orgId }) => operations.drift(orgId!, params.id as number),
     }),
   ];
 }

@@ -1,32 +1,7 @@
+import { problems } from '../../kernel/plugin-api.ts';
 import type { DataColumn, DataColumnType, Storage } from '../../storage/index.ts';
-import type { Dataset } from './dataset-store.ts';
-
-export interface Contract {
-  id: number;
-  dataset_id: number;
-  version: number;
-  columns: DataColumn[];
-  is_current: boolean;
-  created_by: number | null;
-  created_at: string;
-}
-
-export type DriftStatus = 'ok' | 'additive' | 'breaking' | 'no-contract';
-
-export interface DriftChange {
-  column: string;
-  change: 'added' | 'removed' | 'type_changed';
-  from?: DataColumnType;
-  to?: DataColumnType;
-  severity: 'additive' | 'breaking';
-}
-
-export interface Drift {
-  status: DriftStatus;
-  contract_version: number | null;
-  dataset_version: number;
-  changes: DriftChange[];
-}
+import type { Dataset, DatasetStore } from './dataset-store.ts';
+import type { DatasetContracts, DriftChange, DriftStatus, SchemaContract, SchemaDrift } from './public.ts';
 
 /**
  * Type changes a consumer of the contract can absorb: every value of the old type is a value of
@@ -38,7 +13,7 @@ export const COMPATIBLE_WIDENINGS: ReadonlyArray<[DataColumnType, DataColumnType
 ];
 
 /** The difference between a contract's columns and the live ones, each change classified. */
-export function computeDrift(contract: DataColumn[] | null, live: DataColumn[]): Pick<Drift, 'status' | 'changes'> {
+export function computeDrift(contract: DataColumn[] | null, live: DataColumn[]): Pick<SchemaDrift, 'status' | 'changes'> {
   if (!contract) return { status: 'no-contract', changes: [] };
   const changes: DriftChange[] = [];
   for (const expected of contract) {
@@ -58,27 +33,29 @@ export function computeDrift(contract: DataColumn[] | null, live: DataColumn[]):
 
 /**
  * Schema contracts of datasets (spec §2.6): versioned baselines, exactly one current per dataset,
- * history kept. The pipeline's `check_schema_drift` step calls `drift` through this service.
+ * history kept. Behind both the contract routes and the `datasets.contracts` service (which the
+ * pipeline's `check_schema_drift` step calls).
  */
 export class ContractService {
   constructor(private readonly storage: Storage) {}
 
-  private decode(row: Record<string, unknown>): Contract {
-    return { ...(row as unknown as Contract), columns: this.storage.decodeJson<DataColumn[]>(row.columns), is_current: Boolean(row.is_current) };
+  private decode(row: Record<string, unknown>): SchemaContract {
+    return { ...(row as unknown as SchemaContract), columns: this.storage.decodeJson<DataColumn[]>(row.columns), is_current: Boolean(row.is_current) };
   }
 
-  async current(dataset: Dataset): Promise<Contract | null> {
+  async current(dataset: Dataset): Promise<SchemaContract | null> {
     const row = await this.storage.db.selectFrom('dataset_contracts').selectAll().where('dataset_id', '=', dataset.id).where('is_current', '=', true).executeTakeFirst();
     return row ? this.decode(row) : null;
   }
 
-  async history(dataset: Dataset): Promise<Contract[]> {
+  async history(dataset: Dataset): Promise<SchemaContract[]> {
     const rows = await this.storage.db.selectFrom('dataset_contracts').selectAll().where('dataset_id', '=', dataset.id).orderBy('version', 'desc').execute();
     return rows.map((r) => this.decode(r));
   }
 
   /** Captures the live schema as the new current contract; the previous one stays in the history. */
-  async capture(dataset: Dataset, userId: number): Promise<Contract> {
+  async capture(dataset: Dataset, userId: number | null): Promise<SchemaContract> {
+    if (dataset.columns.length === 0) throw problems.unprocessable('the dataset has no columns yet: there is no schema to capture');
     return this.storage.transaction(async (trx) => {
       const latest = await trx.selectFrom('dataset_contracts').select((eb) => eb.fn.max<number>('version').as('version')).where('dataset_id', '=', dataset.id).executeTakeFirst();
       await trx.updateTable('dataset_contracts').set({ is_current: false }).where('dataset_id', '=', dataset.id).where('is_current', '=', true).execute();
@@ -99,8 +76,20 @@ export class ContractService {
     });
   }
 
-  async drift(dataset: Dataset): Promise<Drift> {
+  async drift(dataset: Dataset): Promise<SchemaDrift> {
     const contract = await this.current(dataset);
     return { ...computeDrift(contract?.columns ?? null, dataset.columns), contract_version: contract?.version ?? null, dataset_version: dataset.version };
   }
+}
+
+/**
+ * The contract operations on a dataset named by organization and id: the `datasets.contracts`
+ * service, and what the contract routes call, so both answer alike.
+ */
+export function contractOperations(store: DatasetStore, contracts: ContractService): DatasetContracts {
+  return {
+    current: async (orgId, datasetId) => contracts.current(await store.get(orgId, datasetId)),
+    capture: async (orgId, datasetId, userId) => contracts.capture(await store.get(orgId, datasetId), userId),
+    drift: async (orgId, datasetId) => contracts.drift(await store.get(orgId, datasetId)),
+  };
 }

@@ -3,12 +3,13 @@ import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
 import { contractRoutes } from './contract-routes.ts';
 import { policyRoutes } from './policy-routes.ts';
 import { RowPolicies } from './row-policies.ts';
-import { datasetCatalog } from './public.ts';
-import { ContractService } from './contracts.ts';
+import { datasetCatalog, datasetContracts } from './public.ts';
+import { contractOperations, ContractService } from './contracts.ts';
 import { DatasetStore, type Dataset } from './dataset-store.ts';
 import { DatasetLoader } from './loader.ts';
 import { datasetMigrations } from './migrations.ts';
-import { datasetRoutes, parseUploadLimit, seesPii } from './routes.ts';
+import { datasetRoutes, parseUploadLimit } from './routes.ts';
+import { rowsReader, seesPii } from './rows-query.ts';
 
 /** The `datasets` router: datasets as real tables, CSV and JSON ingest, row queries, export, schema contracts. */
 export default definePlugin({
@@ -21,8 +22,10 @@ export default definePlugin({
       return count ? `it holds ${count} dataset${count === 1 ? '' : 's'}; delete or move them first` : null;
     });
     const contracts = new ContractService(storage);
+    const operations = contractOperations(store, contracts);
     const loader = new DatasetLoader(storage, store);
     const policies = new RowPolicies(storage, groups, identity);
+    const readRows = rowsReader(storage, store, policies);
     ctx.provideService(datasetCatalog, {
       get: (orgId, id) => store.get(orgId, id),
       findByNames: (orgId, names) => store.findByNames(orgId, names),
@@ -32,12 +35,14 @@ export default definePlugin({
       seesPii,
       scope: (principal, dataset) => policies.scope(principal, dataset as Dataset),
       decode: (type, value) => storage.dataTables.decode(type, value),
+      rows: readRows,
     });
+    ctx.provideService(datasetContracts, operations);
     return {
       routes: [
-        ...datasetRoutes({ store, policies, loader, storage, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT) }),
+        ...datasetRoutes({ store, policies, readRows, loader, storage, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT) }),
         ...policyRoutes({ store, policies }),
-        ...contractRoutes({ store, contracts }),
+        ...contractRoutes({ store, contracts, operations }),
       ],
     };
   },

@@ -4,7 +4,7 @@
  */
 import type { RawBuilder } from 'kysely';
 import { pluginServiceRef, type Principal } from '../../kernel/plugin-api.ts';
-import type { DataColumnType } from '../../storage/index.ts';
+import type { DataColumn, DataColumnType } from '../../storage/index.ts';
 
 /** What a caller without `datasets.pii.read` sees in place of a PII value, on every read path. */
 export const PII_MASK = '***';
@@ -18,6 +18,33 @@ export interface DatasetInfo {
   version: number;
   /** When the data or the schema last changed. */
   updated_at: string;
+}
+
+/** The options of `GET /api/datasets/{id}/rows`, for `DatasetCatalog.rows`. */
+export interface RowsQuery {
+  /** Rows per page: 1 to `ROWS_PAGE_MAX`. */
+  limit: number;
+  /** The `next_cursor` of the previous page. */
+  cursor?: string;
+  /** Rows to skip (with a sort; a cursor takes precedence). */
+  offset?: number;
+  /** `col` ascending, `-col` descending, comma-separated. */
+  sort?: string;
+  /** `col:op:value`, ANDed; `in` takes comma-separated values, `is_null` true or false. */
+  filter?: string[];
+  /** Comma-separated column names; default all. */
+  columns?: string;
+}
+
+/** The most rows one page may hold, on every path (route or service). */
+export const ROWS_PAGE_MAX = 1000;
+
+/** A page of rows as `GET /api/datasets/{id}/rows` answers it. */
+export interface RowsPage {
+  /** `masked`: a PII column shown as `PII_MASK` to this caller. */
+  columns: { name: string; type: string; masked: boolean }[];
+  rows: Record<string, unknown>[];
+  next_cursor: string | null;
 }
 
 export interface DatasetCatalog {
@@ -41,6 +68,61 @@ export interface DatasetCatalog {
   load(dataset: DatasetInfo, columns: { name: string; type: DataColumnType }[], batches: AsyncIterable<unknown[][]>, mode: 'append' | 'replace'): Promise<{ dataset: DatasetInfo; loaded: number }>;
   /** Turns a stored value back into its API value. */
   decode(type: DataColumnType, value: unknown): unknown;
+  /**
+   * A page of the dataset's rows as the caller may see them (PII masked, row policies applied):
+   * the very path of `GET /api/datasets/{id}/rows`, with its 400, 403 and 404 problems. For API
+   * Service lookups (spec §2.5). The caller's capability to read datasets is not checked here.
+   */
+  rows(principal: Principal, orgId: number, datasetId: number, query: RowsQuery): Promise<RowsPage>;
 }
 
 export const datasetCatalog = pluginServiceRef<DatasetCatalog>('datasets.catalog');
+
+/** A schema contract of a dataset (spec §2.6): one version of its expected columns. */
+export interface SchemaContract {
+  id: number;
+  dataset_id: number;
+  version: number;
+  columns: DataColumn[];
+  is_current: boolean;
+  created_by: number | null;
+  created_at: string;
+}
+
+export type DriftStatus = 'ok' | 'additive' | 'breaking' | 'no-contract';
+
+export interface DriftChange {
+  column: string;
+  change: 'added' | 'removed' | 'type_changed';
+  from?: DataColumnType;
+  to?: DataColumnType;
+  severity: 'additive' | 'breaking';
+}
+
+/** The drift of a dataset's live schema from its current contract (spec §3.3). */
+export interface SchemaDrift {
+  status: DriftStatus;
+  contract_version: number | null;
+  dataset_version: number;
+  changes: DriftChange[];
+}
+
+/**
+ * Schema contracts and drift of an organization's datasets, as the `/contract` and `/drift` routes
+ * answer them; for the pipeline step `check_schema_drift`. A dataset of another organization is a
+ * 404 problem. Capabilities and auditing are the caller's business.
+ */
+export interface DatasetContracts {
+  /** The current contract, or null while none was captured. */
+  current(orgId: number, datasetId: number): Promise<SchemaContract | null>;
+  /**
+   * Captures the live schema as the new current contract (the previous one stays in the history);
+   * `userId` is recorded as its author (null: none, e.g. a scheduled run). A 422 problem while the
+   * dataset has no columns.
+   */
+  capture(orgId: number, datasetId: number, userId: number | null): Promise<SchemaContract>;
+  /** Each change of the live schema from the current contract, classified, and the overall status. */
+  drift(orgId: number, datasetId: number): Promise<SchemaDrift>;
+}
+
+export const datasetContracts = pluginServiceRef<DatasetContracts>('datasets.contracts');

@@ -1,8 +1,7 @@
 import bytes from 'bytes';
 import { z } from 'zod';
-import { defineRoute, identitySchemas as s, kernelServices, problems, reply, type Principal, type ServiceType } from '../../kernel/plugin-api.ts';
+import { defineRoute, identitySchemas as s, kernelServices, problems, reply, type ServiceType } from '../../kernel/plugin-api.ts';
 import { exportStream } from './export.ts';
-import type { RowPolicies } from './row-policies.ts';
 import type { DataColumn } from '../../storage/index.ts';
 import { readCsv } from './csv-reader.ts';
 import { csvRows } from './csv-ingest.ts';
@@ -10,7 +9,9 @@ import { MAX_COLUMNS } from './column-names.ts';
 import type { Dataset, DatasetColumn, DatasetStore } from './dataset-store.ts';
 import type { DatasetLoader } from './loader.ts';
 import { FILTER_OPERATORS } from './filters.ts';
-import { queryRows } from './rows-query.ts';
+import { ROWS_PAGE_MAX, type DatasetCatalog } from './public.ts';
+import { visibilityOf } from './rows-query.ts';
+import type { RowPolicies } from './row-policies.ts';
 import { columnName, datasetName, datasetSchema, loadResultSchema, rowsPageSchema } from './schemas.ts';
 import { UPLOAD_TYPES, uploadedFile } from './upload.ts';
 import { parseJsonValue, ValueError } from './values.ts';
@@ -19,6 +20,8 @@ import { DATA_COLUMN_TYPES } from '../../storage/index.ts';
 export interface DatasetRouteDeps {
   store: DatasetStore;
   policies: RowPolicies;
+  /** The rows read path, shared with the `datasets.catalog` service. */
+  readRows: DatasetCatalog['rows'];
   loader: DatasetLoader;
   storage: ServiceType<typeof kernelServices.storage>;
   uploadLimitBytes: number;
@@ -30,9 +33,7 @@ const publicDataset = ({ table_name: _table, created_by: _by, ...dataset }: Data
 const idParams = s.idParam('id');
 const base = { security: 'bearer', orgScoped: true } as const;
 
-export function datasetRoutes({ store, policies, loader, storage, uploadLimitBytes }: DatasetRouteDeps) {
-  const visibility = async (principal: Principal, dataset: Dataset) => ({ seePii: seesPii(principal), scope: (await policies.scope(principal, dataset)).condition });
-
+export function datasetRoutes({ store, policies, readRows, loader, storage, uploadLimitBytes }: DatasetRouteDeps) {
   const columnsInput = z
     .array(z.object({ name: columnName, type: z.enum(DATA_COLUMN_TYPES), pii: z.boolean().default(false), description: z.string().max(2000).nullable().default(null) }))
     .max(MAX_COLUMNS)
@@ -199,7 +200,7 @@ export function datasetRoutes({ store, policies, loader, storage, uploadLimitByt
       request: {
         params: idParams,
         query: z.object({
-          limit: z.coerce.number().int().min(1).max(1000).default(100),
+          limit: z.coerce.number().int().min(1).max(ROWS_PAGE_MAX).default(100),
           cursor: z.string().max(200).optional(),
           offset: z.coerce.number().int().min(0).optional(),
           sort: z.string().max(1000).optional(),
@@ -208,10 +209,7 @@ export function datasetRoutes({ store, policies, loader, storage, uploadLimitByt
         }),
       },
       responses: { 200: { description: 'A page of rows', schema: rowsPageSchema } },
-      handler: async ({ params, query, orgId, principal }) => {
-        const dataset = await store.get(orgId!, params.id as number);
-        return queryRows(storage, dataset, query, await visibility(principal!, dataset));
-      },
+      handler: async ({ params, query, orgId, principal }) => readRows(principal!, orgId!, params.id as number, query),
     }),
     defineRoute({
       ...base,
@@ -227,7 +225,7 @@ export function datasetRoutes({ store, policies, loader, storage, uploadLimitByt
         const dataset = await store.get(orgId!, params.id as number);
         await audit.record({ action: 'dataset.export', targetType: 'dataset', targetId: dataset.id, details: { format: query.format, rows: dataset.row_count } });
         const type = query.format === 'csv' ? 'text/csv; charset=utf-8' : 'application/json; charset=utf-8';
-        return reply(200, exportStream(storage, dataset, query.format, await visibility(principal!, dataset)), {
+        return reply(200, exportStream(storage, dataset, query.format, await visibilityOf(policies, principal!, dataset)), {
           'Content-Type': type,
           'Content-Disposition': `attachment; filename="${dataset.name}.${query.format}"`,
         });
@@ -235,8 +233,5 @@ export function datasetRoutes({ store, policies, loader, storage, uploadLimitByt
     }),
   ];
 }
-
-/** PII columns are shown only to callers holding `datasets.pii.read`. */
-export const seesPii = (principal: Principal) => principal.capabilities.has('datasets.pii.read');
 
 export const parseUploadLimit = (text: string) => bytes.parse(text) ?? 2 * 1024 ** 3;

@@ -1,22 +1,10 @@
 import { sql, type RawBuilder } from 'kysely';
-import { problems } from '../../kernel/plugin-api.ts';
+import { problems, type Principal } from '../../kernel/plugin-api.ts';
 import { ROW_ID, type Storage } from '../../storage/index.ts';
 import { columnLookup, compileFilter } from './filters.ts';
-import { PII_MASK } from './public.ts';
-import type { Dataset, DatasetColumn } from './dataset-store.ts';
-
-
-export interface RowsRequest {
-  limit: number;
-  cursor?: string;
-  offset?: number;
-  /** `col` ascending, `-col` descending, comma-separated. */
-  sort?: string;
-  /** `col:op:value`; `in` takes comma-separated values, `is_null` true or false. */
-  filter: string[];
-  /** Comma-separated column names; default all. */
-  columns?: string;
-}
+import { PII_MASK, ROWS_PAGE_MAX, type DatasetCatalog, type RowsPage, type RowsQuery } from './public.ts';
+import type { Dataset, DatasetColumn, DatasetStore } from './dataset-store.ts';
+import type { RowPolicies } from './row-policies.ts';
 
 /**
  * What the caller may see: PII columns are masked for callers without `datasets.pii.read`, and
@@ -27,23 +15,45 @@ export interface Visibility {
   scope: RawBuilder<boolean> | null;
 }
 
+/** PII columns are shown only to callers holding `datasets.pii.read`. */
+export const seesPii = (principal: Principal) => principal.capabilities.has('datasets.pii.read');
 
-export interface RowsPage {
-  columns: { name: string; type: string; masked: boolean }[];
-  rows: Record<string, unknown>[];
-  next_cursor: string | null;
+/** What `principal` may see of `dataset`, for `queryRows` and exports. */
+export async function visibilityOf(policies: RowPolicies, principal: Principal, dataset: Dataset): Promise<Visibility> {
+  return { seePii: seesPii(principal), scope: (await policies.scope(principal, dataset)).condition };
+}
+
+/** The route's query schema bounds these already; a service caller is held to the same bounds. */
+function checkPaging({ limit, offset }: RowsQuery): void {
+  if (!Number.isInteger(limit) || limit < 1 || limit > ROWS_PAGE_MAX) {
+    throw problems.badRequest(`limit must be an integer from 1 to ${ROWS_PAGE_MAX}`, [{ path: 'query.limit', message: 'out of range' }]);
+  }
+  if (offset !== undefined && (!Number.isInteger(offset) || offset < 0)) {
+    throw problems.badRequest('offset must be a non-negative integer', [{ path: 'query.offset', message: 'out of range' }]);
+  }
+}
+
+/**
+ * Reads a page of an organization's dataset as the caller may see it: the one path behind both
+ * `GET /api/datasets/{id}/rows` and the catalog's `rows` (API Service lookups, spec §2.5).
+ */
+export function rowsReader(storage: Storage, store: DatasetStore, policies: RowPolicies): DatasetCatalog['rows'] {
+  return async (principal, orgId, datasetId, query) => {
+    checkPaging(query);
+    const dataset = await store.get(orgId, datasetId);
+    return queryRows(storage, dataset, query, await visibilityOf(policies, principal, dataset));
+  };
 }
 
 /** Every row of a dataset (masked as for `queryRows`), page by page in row order: for exports. */
 export async function* allRows(storage: Storage, dataset: Dataset, visibility: Visibility, pageSize = 1000): AsyncGenerator<RowsPage> {
   let cursor: string | undefined;
   do {
-    const page = await queryRows(storage, dataset, { limit: pageSize, cursor, filter: [] }, visibility);
+    const page = await queryRows(storage, dataset, { limit: pageSize, cursor }, visibility);
     yield page;
     cursor = page.next_cursor ?? undefined;
   } while (cursor);
 }
-
 
 const encodeCursor = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
 function decodeCursor(cursor: string): { after?: number; offset?: number } {
@@ -61,7 +71,7 @@ function decodeCursor(cursor: string): { after?: number; offset?: number } {
  * paging. Without a sort the cursor is keyset on the hidden row id (stable under appends); with
  * a sort it carries an offset.
  */
-export async function queryRows(storage: Storage, dataset: Dataset, request: RowsRequest, visibility: Visibility): Promise<RowsPage> {
+export async function queryRows(storage: Storage, dataset: Dataset, request: RowsQuery, visibility: Visibility): Promise<RowsPage> {
   const masked = (c: DatasetColumn) => c.pii && !visibility.seePii;
   const column = columnLookup(dataset.columns);
   /** Filtering or sorting on a masked column would reveal its values one comparison at a time. */
@@ -72,7 +82,7 @@ export async function queryRows(storage: Storage, dataset: Dataset, request: Row
   };
   const selected = request.columns ? request.columns.split(',').map((n) => column(n.trim(), 'query.columns')) : dataset.columns;
 
-  const conditions: RawBuilder<unknown>[] = request.filter.map((text) => compileFilter(text, (name) => comparable(name, 'query.filter'), 'query.filter'));
+  const conditions: RawBuilder<unknown>[] = (request.filter ?? []).map((text) => compileFilter(text, (name) => comparable(name, 'query.filter'), 'query.filter'));
   if (visibility.scope) conditions.push(visibility.scope);
 
   const order = (request.sort ?? '')
