@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import {
   definePlugin,
@@ -27,6 +28,16 @@ const connectorSchema = z
   })
   .meta({ id: 'Connector' });
 
+/** A 400 when a target field changes while secrets were sent back as the mask (see `ConnectorType.targetFields`). */
+function refuseMaskedSecretsOnRetarget(type: ConnectorType, config: Record<string, unknown>, previous: Record<string, unknown>, masked: string[]) {
+  const moved = type.targetFields.filter((k) => !isDeepStrictEqual(config[k], previous[k]));
+  if (!moved.length) return;
+  throw problems.badRequest(
+    `changing ${moved.map((k) => `config.${k}`).join(', ')} changes where the connector connects: give ${masked.map((k) => `config.${k}`).join(', ')} again instead of ${SECRET_MASK}`,
+    masked.map((k) => ({ path: `body.config.${k}`, message: 'give this secret again: the connector\u2019s target changes' })),
+  );
+}
+
 const typeSchema = z
   .object({
     type: z.string(),
@@ -34,6 +45,7 @@ const typeSchema = z
     plugin_id: z.string(),
     config_schema: z.record(z.string(), z.unknown()),
     secret_fields: z.array(z.string()),
+    target_fields: z.array(z.string()).describe('Fields naming where the connector connects: changing one requires giving the secrets again'),
     actions: z.array(z.object({ name: z.string(), description: z.string(), args_schema: z.record(z.string(), z.unknown()) })),
   })
   .meta({ id: 'ConnectorType' });
@@ -58,13 +70,19 @@ export default definePlugin({
       if (!type) throw problems.conflict(`connector type "${row.type}" is not loaded on this server`);
       return type;
     };
-    /** Validates a config; a secret left as the mask keeps its stored value. */
+    /**
+     * Validates a config. On update, a secret sent back as the mask keeps its stored value, unless
+     * the update also changes a target field (where the connector connects): then the stored
+     * secret would be sent to the new target, so it must be given again.
+     */
     const validConfig = (type: ConnectorType, config: Record<string, unknown>, previous?: Record<string, unknown>) => {
-      const merged = Object.fromEntries(Object.entries(config).map(([k, v]) => [k, v === SECRET_MASK && previous?.[k] !== undefined ? previous[k] : v]));
-      const opened = store.open(merged);
-      const parsed = type.config.safeParse(opened);
+      const masked = previous ? Object.keys(config).filter((k) => config[k] === SECRET_MASK && previous[k] !== undefined) : [];
+      const merged = { ...config, ...Object.fromEntries(masked.map((k) => [k, previous![k]])) };
+      const parsed = type.config.safeParse(store.open(merged));
       if (!parsed.success) throw problems.badRequest(`invalid config for ${type.type}: ${parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`).join('; ')}`, fieldErrorsOf(parsed.error.issues, 'body.config'));
-      return store.seal(parsed.data as Record<string, unknown>, type.secretFields);
+      const data = parsed.data as Record<string, unknown>;
+      if (masked.length) refuseMaskedSecretsOnRetarget(type, data, store.open(previous!), masked);
+      return store.seal(data, type.secretFields);
     };
     const base = { security: 'bearer', orgScoped: true } as const;
     const idParams = s.idParam('id');
@@ -86,6 +104,7 @@ export default definePlugin({
                 plugin_id: pluginId,
                 config_schema: z.toJSONSchema(value.config) as Record<string, unknown>,
                 secret_fields: value.secretFields,
+                target_fields: value.targetFields,
                 actions: Object.entries(value.actions).map(([name, action]) => ({ name, description: action.description, args_schema: z.toJSONSchema(action.args) as Record<string, unknown> })),
               }))
               .sort((a, b) => a.type.localeCompare(b.type)),
@@ -129,7 +148,7 @@ export default definePlugin({
           ...base,
           method: 'patch',
           path: '/{id}',
-          summary: 'Rename a connector or replace its config (a secret sent back as the mask is kept)',
+          summary: 'Rename a connector or replace its config (a secret sent back as the mask is kept, unless a target field such as a URL or host changes: then secrets must be given again)',
           capability: 'connectors.manage',
           request: {
             params: idParams,

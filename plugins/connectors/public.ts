@@ -24,6 +24,13 @@ export interface ConnectorType {
   config: ZodObject;
   /** Top-level config fields that are secrets: encrypted at rest, never answered, never audited. */
   secretFields: string[];
+  /**
+   * Top-level config fields that say where the connector connects (a URL, a host, a port). When an
+   * update changes one, every secret field must be given again rather than sent back as the mask:
+   * otherwise whoever may edit the connector could point it at their own server and have the
+   * stored secret sent there.
+   */
+  targetFields: string[];
   actions: Record<string, ConnectorAction>;
   /** Checks that the configured peer answers. */
   test?(config: Record<string, unknown>): Promise<{ ok: boolean; message: string }>;

@@ -27,6 +27,7 @@ export default definePlugin({
         })
         .strict(),
       secretFields: ['token'],
+      targetFields: ['base_url'],
       actions: {
         send_message: {
           description: 'Send a text message to a recipient (E.164 phone number)',

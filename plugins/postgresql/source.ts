@@ -4,6 +4,14 @@ import { POSTGRES_COLUMN_TYPES, type DataColumnType } from '../../storage/index.
 
 const BATCH_ROWS = 1000;
 
+declare module 'pg' {
+  // pg takes it (lib/query.js, requiresPreparation); @types/pg does not list it yet.
+  interface QueryConfig<I> {
+    /** `extended` sends the query with the extended protocol even without parameters. */
+    queryMode?: 'extended';
+  }
+}
+
 export interface SourceConfig {
   host: string;
   port: number;
@@ -55,7 +63,10 @@ export async function withSource<T>(config: SourceConfig, address: string, work:
 
 /** The columns of a query's result and its rows in batches, through a server-side cursor (flat memory). */
 export async function readQuery(client: pg.Client, text: string): Promise<{ columns: { name: string; type: DataColumnType }[]; batches: AsyncIterable<unknown[][]> }> {
-  await client.query(`declare import_cursor no scroll cursor for ${text}`);
+  // The extended protocol takes exactly one statement: text that smuggles in `; commit; delete …`
+  // is refused by the server instead of ending the read-only transaction (pg sends a query without
+  // parameters with the simple protocol, which runs every statement, unless told otherwise).
+  await client.query({ text: `declare import_cursor no scroll cursor for ${text}`, queryMode: 'extended' });
   const first = await client.query({ text: `fetch ${BATCH_ROWS} from import_cursor`, rowMode: 'array' });
   const columns = first.fields.map((f) => ({ name: f.name, type: POSTGRES_COLUMN_TYPES[f.dataTypeID] ?? ('string' as const) }));
   const toRows = (rows: unknown[][]) => rows.map((row) => row.map((value, i) => convert(columns[i].type, value)));

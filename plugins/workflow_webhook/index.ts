@@ -17,6 +17,8 @@ export default definePlugin({
       description: 'Sends messages to a workflow (n8n, Zapier, Make…) through its webhook URL',
       config: z.object({ webhook_url: httpUrl }).strict(),
       secretFields: ['webhook_url'],
+      // Itself a secret: pointing it elsewhere means giving it in full, so no stored secret can follow.
+      targetFields: ['webhook_url'],
       actions: {
         send_message: {
           description: 'POST {message, metadata} to the webhook; answers what the workflow answered',

@@ -17,6 +17,8 @@ describe.skipIf(!POSTGRES_URL).each(DIALECTS)('postgresql connector (%s)', (dial
     await client.query(`create table customers (id bigint primary key, name text, balance numeric(10,2), active boolean, born date, seen timestamptz, tags jsonb)`);
     await client.query(`insert into customers select i, 'customer ' || i, i * 1.5, i % 2 = 0, date '2000-01-01' + i, timestamptz '2024-01-01 00:00:00+00' + i * interval '1 hour', jsonb_build_object('n', i)
       from generate_series(1, 2500) as i`);
+    // A SELECT that writes: only the read-only transaction stops it.
+    await client.query(`create function purge_customers() returns bigint language sql as 'with gone as (delete from customers returning 1) select count(*) from gone'`);
     await client.end();
     t = await startTestKernel({ dialect, env: { OUTBOUND_ALLOWED_HOSTS: '127.0.0.1,localhost' } });
     const url = new URL(source.url);
@@ -40,6 +42,15 @@ describe.skipIf(!POSTGRES_URL).each(DIALECTS)('postgresql connector (%s)', (dial
   });
 
   const action = (name: string, body: unknown) => t.request('POST', `/api/connectors/${connectorId}/actions/${name}`, { body });
+  const sourceRows = async () => {
+    const client = new pg.Client({ connectionString: source.url });
+    await client.connect();
+    try {
+      return (await client.query('select count(*)::int as n from customers')).rows[0].n as number;
+    } finally {
+      await client.end();
+    }
+  };
 
   it('tests the connection and lists the tables', async () => {
     expect((await t.request('POST', `/api/connectors/${connectorId}/test`)).body).toMatchObject({ ok: true, message: expect.stringMatching(/^connected: PostgreSQL/) });
@@ -92,12 +103,26 @@ describe.skipIf(!POSTGRES_URL).each(DIALECTS)('postgresql connector (%s)', (dial
     expect((await action('import', { dataset_id: datasetId })).status).toBe(400);
     expect((await action('import', { dataset_id: datasetId, table: { name: 'x; drop table customers' } })).status).toBe(400);
     expect((await action('import', { dataset_id: 99_999, table: { name: 'customers' } })).status).toBe(404);
-    // The source session is read-only: a writing "query" changes nothing there.
-    expect((await action('import', { dataset_id: datasetId, query: 'delete from customers returning *' })).status).toBe(422);
-    const client = new pg.Client({ connectionString: source.url });
-    await client.connect();
-    expect((await client.query('select count(*)::int as n from customers')).rows[0].n).toBe(2500);
-    await client.end();
+    // A writing "query" is refused before it reaches the source; one that writes through a
+    // function is stopped by the read-only session. Either way the source keeps its rows.
+    const notSelect = await action('import', { dataset_id: datasetId, query: 'delete from customers returning *' });
+    expect(notSelect.status).toBe(400);
+    expect(notSelect.body.errors[0].path).toBe('body.query');
+    expect((await action('import', { dataset_id: datasetId, query: 'select purge_customers()' })).status).toBe(422);
+    expect(await sourceRows()).toBe(2500);
+    // Several statements never run: `commit` would end the read-only transaction and let the delete through.
+    for (const query of ['select 1; commit; delete from customers', 'select 1; select 2', 'select 1; commit; delete from customers;']) {
+      const res = await action('import', { dataset_id: datasetId, query });
+      expect(res.status, query).toBe(400);
+      expect(res.body.errors[0].path, query).toBe('body.query');
+      expect(res.body.detail, query).toMatch(/exactly one statement/);
+    }
+    // The parser reads `'a\'` as one string, Postgres as a string and then more statements: the
+    // extended protocol refuses them at the source.
+    const smuggled = await action('import', { dataset_id: datasetId, query: "select 'a\\'; commit; delete from customers; --'" });
+    expect(smuggled.status).toBe(422);
+    expect(await sourceRows()).toBe(2500);
+    expect(smuggled.body.detail).toMatch(/multiple commands/);
     // A viewer may not import; a private address is refused without OUTBOUND_ALLOWED_HOSTS.
     const viewer = (await t.userToken('viewer')).token;
     expect((await t.request('POST', `/api/connectors/${connectorId}/actions/import`, { token: viewer, body: { dataset_id: datasetId, table: { name: 'customers' } } })).status).toBe(403);
