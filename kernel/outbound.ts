@@ -96,7 +96,18 @@ export class OutboundHttp {
       });
     };
     const client = url.protocol === 'https:' ? https : http;
-    return new Promise((resolve, reject) => {
+    return new Promise<OutboundResponse>((resolveCall, rejectCall) => {
+      // The limit covers the whole call: the socket's idle timeout alone lets a peer that answers
+      // one byte at a time hold the call (and the caller's request) forever.
+      const deadline = setTimeout(() => request.destroy(new OutboundFailedError(`${url.host} did not answer within ${this.timeoutMs} ms`)), this.timeoutMs);
+      const resolve = (value: OutboundResponse) => {
+        clearTimeout(deadline);
+        resolveCall(value);
+      };
+      const reject = (err: Error) => {
+        clearTimeout(deadline);
+        rejectCall(err);
+      };
       const request = client.request(url, { method: init.method, headers: init.headers, lookup, timeout: this.timeoutMs }, (response) => {
         const chunks: Buffer[] = [];
         let size = 0;

@@ -1,6 +1,6 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import net, { type AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DIALECTS, startTestKernel, type TestKernel } from '../harness/index.ts';
 
 interface Received {
@@ -34,24 +34,67 @@ async function startPeer() {
   };
 }
 
+/** A peer on loopback that accepts connections and never answers a byte. */
+async function startSilentPeer() {
+  const sockets = new Set<net.Socket>();
+  let connections = 0;
+  const server = net.createServer((socket) => {
+    connections++;
+    sockets.add(socket);
+    socket.on('error', () => undefined);
+    socket.on('close', () => sockets.delete(socket));
+    socket.resume(); // read the request, answer nothing
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    connections: () => connections,
+    open: () => sockets.size,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** A loopback port nothing listens on (taken, then released). */
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
 describe.each(DIALECTS)('connectors (%s)', (dialect) => {
   let t: TestKernel;
   let strict: TestKernel;
+  /** Allows loopback through a CIDR range only. */
+  let ranged: TestKernel;
+  /** Allows 127.0.0.1 and gives up on a peer after 300 ms. */
+  let hasty: TestKernel;
   let peer: Awaited<ReturnType<typeof startPeer>>;
   let viewer: string;
   const logs: string[] = [];
   const SECRET = 'hook-secret-3f9a1c';
   const TOKEN = 'provider-token-77aa91';
+  const TIMEOUT_MS = 300;
 
   beforeAll(async () => {
     peer = await startPeer();
     t = await startTestKernel({ dialect, env: { OUTBOUND_ALLOWED_HOSTS: '127.0.0.1' }, logLines: logs });
     strict = await startTestKernel({ dialect });
+    ranged = await startTestKernel({ dialect, env: { OUTBOUND_ALLOWED_HOSTS: '10.1.0.0/16,127.0.0.0/8' } });
+    hasty = await startTestKernel({ dialect, env: { OUTBOUND_ALLOWED_HOSTS: '127.0.0.1', OUTBOUND_TIMEOUT_MS: String(TIMEOUT_MS) } });
     viewer = (await t.userToken('viewer')).token;
   });
   afterAll(async () => {
     await t?.stop();
     await strict?.stop();
+    await ranged?.stop();
+    await hasty?.stop();
     await peer?.close();
   });
 
@@ -134,6 +177,143 @@ describe.each(DIALECTS)('connectors (%s)', (dialect) => {
     expect((await strict.request('POST', `/api/connectors/${metadata.body.id}/actions/send_message`, { body: { message: 'hello' } })).status).toBe(422);
   });
 
+  it('lets a CIDR range in OUTBOUND_ALLOWED_HOSTS reach a loopback receiver, and only what the range covers', async () => {
+    const hook = await createWebhook(ranged);
+    expect(hook.status).toBe(201);
+    peer.answer(200, { via: 'range' });
+    const count = peer.received.length;
+    const res = await ranged.request('POST', `/api/connectors/${hook.body.id}/actions/send_message`, { body: { message: 'through the range' } });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body).toEqual({ result: { via: 'range' } });
+    expect(peer.received.slice(count)).toMatchObject([{ method: 'POST', url: `/hook/${SECRET}`, body: { message: 'through the range' } }]);
+    peer.answer(200, { ok: true });
+
+    // The same receiver from a kernel without the setting: refused, and the receiver hears nothing.
+    const same = await createWebhook(strict);
+    const refused = await strict.request('POST', `/api/connectors/${same.body.id}/actions/send_message`, { body: { message: 'through the range' } });
+    expect(refused.status).toBe(422);
+    expect(refused.body.detail).toMatch(/private, loopback or link-local/);
+    expect(peer.received.length).toBe(count + 1);
+
+    // The ranges allow what they cover, nothing more: other private ranges, the metadata address and IPv6 loopback stay refused.
+    for (const url of ['http://10.2.0.1/x', 'http://192.168.1.1/x', 'http://169.254.169.254/latest/meta-data', `http://[::1]:${new URL(peer.url).port}/x`]) {
+      const created = await ranged.request('POST', '/api/connectors', { body: { name: `outside-${url}`, type: 'workflow_webhook', config: { webhook_url: url } } });
+      expect(created.status, url).toBe(201);
+      const res = await ranged.request('POST', `/api/connectors/${created.body.id}/actions/send_message`, { body: { message: 'x' } });
+      expect(res.status, url).toBe(422);
+      expect(res.body.detail, url).toMatch(/private, loopback or link-local/);
+    }
+    expect(peer.received.length).toBe(count + 1);
+  });
+
+  it('answers an unreachable peer with a 502 problem naming its host', async () => {
+    const port = await freePort();
+    const hook = await t.request('POST', '/api/connectors', { body: { name: 'nobody-home', type: 'workflow_webhook', config: { webhook_url: `http://127.0.0.1:${port}/hook/${SECRET}` } } });
+    expect(hook.status).toBe(201);
+    const res = await t.request('POST', `/api/connectors/${hook.body.id}/actions/send_message`, { body: { message: 'hello' } });
+    expect(res.status, JSON.stringify(res.body)).toBe(502);
+    expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(res.body).toMatchObject({ status: 502 });
+    expect(res.body.detail).toContain(`127.0.0.1:${port}`);
+    expect(res.body.detail).toMatch(/could not be reached/);
+    expect(res.text).not.toContain(SECRET);
+    // The same peer behind a messaging provider: the action is a 502 too, its test a failed outcome naming the host.
+    const provider = await t.request('POST', '/api/connectors', { body: { name: 'nobody-home-sms', type: 'messaging_provider', config: { base_url: `http://127.0.0.1:${port}`, sender: 'shop', token: TOKEN } } });
+    const sent = await t.request('POST', `/api/connectors/${provider.body.id}/actions/send_message`, { body: { recipient: '+33612345678', text: 'hi' } });
+    expect(sent.status).toBe(502);
+    expect(sent.body.detail).toContain(`127.0.0.1:${port}`);
+    const tested = await t.request('POST', `/api/connectors/${provider.body.id}/test`);
+    expect(tested.status).toBe(200);
+    expect(tested.body.ok).toBe(false);
+    expect(tested.body.message).toContain(`127.0.0.1:${port}`);
+  });
+
+  it('cuts off a peer that never answers after OUTBOUND_TIMEOUT_MS with a 502, and keeps serving meanwhile', async () => {
+    const silent = await startSilentPeer();
+    try {
+      const hook = await hasty.request('POST', '/api/connectors', { body: { name: 'silent', type: 'workflow_webhook', config: { webhook_url: `${silent.url}/hook/${SECRET}` } } });
+      expect(hook.status).toBe(201);
+      const started = Date.now();
+      const pending = hasty.request('POST', `/api/connectors/${hook.body.id}/actions/send_message`, { body: { message: 'anyone?' } });
+      // While the call hangs, the server answers other requests.
+      await vi.waitFor(() => expect(silent.connections()).toBe(1));
+      const meanwhile = await hasty.request('GET', `/api/connectors/${hook.body.id}`);
+      expect(meanwhile.status).toBe(200);
+      const res = await pending;
+      const elapsed = Date.now() - started;
+      expect(res.status, JSON.stringify(res.body)).toBe(502);
+      expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(res.body.detail).toBe(`${new URL(silent.url).host} did not answer within ${TIMEOUT_MS} ms`);
+      expect(elapsed).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
+      expect(elapsed).toBeLessThan(10_000); // the default limit, had the setting been ignored
+      // No retry, and the abandoned connection is closed rather than left open.
+      expect(silent.connections()).toBe(1);
+      await vi.waitFor(() => expect(silent.open()).toBe(0));
+      // A provider's test against it is a failed outcome, not an error.
+      const provider = await hasty.request('POST', '/api/connectors', { body: { name: 'silent-sms', type: 'messaging_provider', config: { base_url: silent.url, sender: 'shop', token: TOKEN } } });
+      const tested = await hasty.request('POST', `/api/connectors/${provider.body.id}/test`);
+      expect(tested.body).toEqual({ ok: false, message: `${new URL(silent.url).host} did not answer within ${TIMEOUT_MS} ms` });
+      // And the server is still responsive afterwards.
+      expect((await hasty.request('GET', '/api/connectors')).status).toBe(200);
+      expect((await fetch(`${hasty.url}/healthz`)).status).toBe(200);
+    } finally {
+      await silent.close();
+    }
+  });
+
+  it('cuts off a peer that dribbles its answer once OUTBOUND_TIMEOUT_MS has passed in all', async () => {
+    // Each byte comes well within the limit, so only a limit on the whole call can end it.
+    let writes = 0;
+    const dribbler = http.createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const timer = setInterval(() => {
+        writes++;
+        res.write(' ');
+      }, TIMEOUT_MS / 4);
+      res.on('close', () => clearInterval(timer));
+    });
+    await new Promise<void>((resolve) => dribbler.listen(0, '127.0.0.1', resolve));
+    const host = `127.0.0.1:${(dribbler.address() as AddressInfo).port}`;
+    try {
+      const hook = await hasty.request('POST', '/api/connectors', { body: { name: 'dribbler', type: 'workflow_webhook', config: { webhook_url: `http://${host}/hook` } } });
+      const started = Date.now();
+      const res = await hasty.request('POST', `/api/connectors/${hook.body.id}/actions/send_message`, { body: { message: 'anyone?' } });
+      expect(res.status, JSON.stringify(res.body)).toBe(502);
+      expect(res.body.detail).toBe(`${host} did not answer within ${TIMEOUT_MS} ms`);
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(writes).toBeGreaterThan(0);
+      // The kernel hung up: the peer stops writing.
+      const after = writes;
+      await new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS));
+      expect(writes - after).toBeLessThanOrEqual(1);
+      expect((await hasty.request('GET', '/api/connectors')).status).toBe(200);
+    } finally {
+      dribbler.closeAllConnections();
+      await new Promise<void>((resolve) => dribbler.close(() => resolve()));
+    }
+  }, 20_000);
+
+  it('refuses a private or loopback messaging provider unless OUTBOUND_ALLOWED_HOSTS lists it', async () => {
+    const port = new URL(peer.url).port;
+    const count = peer.received.length;
+    for (const base_url of [peer.url, `http://localhost:${port}`, `http://[::1]:${port}`, 'http://10.0.0.5', 'http://169.254.169.254']) {
+      const created = await strict.request('POST', '/api/connectors', { body: { name: `sms-${base_url}`, type: 'messaging_provider', config: { base_url, sender: 'shop', token: TOKEN } } });
+      expect(created.status, base_url).toBe(201);
+      const sent = await strict.request('POST', `/api/connectors/${created.body.id}/actions/send_message`, { body: { recipient: '+33612345678', text: 'hello' } });
+      expect(sent.status, base_url).toBe(422);
+      expect(sent.body.detail, base_url).toMatch(/private, loopback or link-local/);
+      const tested = await strict.request('POST', `/api/connectors/${created.body.id}/test`);
+      expect(tested.body.ok, base_url).toBe(false);
+      expect(tested.body.message, base_url).toMatch(/private, loopback or link-local/);
+    }
+    expect(peer.received.length).toBe(count);
+    // The same provider on the kernel that allows 127.0.0.1 is reached.
+    const allowed = await t.request('POST', '/api/connectors', { body: { name: 'sms-allowed', type: 'messaging_provider', config: { base_url: peer.url, sender: 'shop', token: TOKEN } } });
+    expect((await t.request('POST', `/api/connectors/${allowed.body.id}/actions/send_message`, { body: { recipient: '+33612345678', text: 'hello' } })).status).toBe(200);
+    expect(peer.received.length).toBe(count + 1);
+  });
+
   it('sends messages through a messaging provider with its token, and tests it', async () => {
     const created = await t.request('POST', '/api/connectors', { body: { name: 'whatsapp', type: 'messaging_provider', config: { base_url: peer.url, sender: '+33600000000', token: TOKEN } } });
     expect(created.status).toBe(201);
@@ -149,7 +329,8 @@ describe.each(DIALECTS)('connectors (%s)', (dialect) => {
     expect((await t.request('POST', `/api/connectors/${created.body.id}/actions/send_message`, { body: { recipient: '0612', text: 'x' } })).body.errors[0].path).toBe('body.recipient');
     peer.answer(200, { ok: true });
     expect((await t.request('POST', `/api/connectors/${created.body.id}/test`)).body).toEqual({ ok: true, message: 'the provider answered 200' });
-    // A secret sent back as the mask keeps its value; the other fields change.
+    // A secret sent back as the mask keeps its value while base_url (the target) stays the same;
+    // the other fields change (a new target needs the token again: connector-secrets.test.ts).
     const patched = await t.request('PATCH', `/api/connectors/${created.body.id}`, { body: { config: { base_url: peer.url, sender: 'shop', token: '********' } } });
     expect(patched.body.config).toEqual({ base_url: peer.url, sender: 'shop', token: '********' });
     await t.request('POST', `/api/connectors/${created.body.id}/actions/send_message`, { body: { recipient: '+33612345678', text: 'again' } });

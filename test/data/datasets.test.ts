@@ -74,6 +74,7 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
   let viewer: string;
   let otherOrgId: number;
   let otherToken: string;
+  let otherUserId: number;
   let otherProjectId: number;
 
   beforeAll(async () => {
@@ -88,6 +89,7 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
     otherOrgId = org.body.id;
     const user = await t.request('POST', '/api/users', { body: { username: 'other-editor', email: 'other-editor@example.test', role: 'editor', password: 'Sunny-meadow-42', default_org_id: otherOrgId } });
     expect(user.status).toBe(201);
+    otherUserId = user.body.id;
     otherToken = await t.kernel.issueToken({ id: user.body.id, role: 'editor' });
     const theirs = await t.request('POST', '/api/projects', { token: otherToken, body: { key: 'THEIRS', name: 'Theirs' } });
     expect(theirs.status).toBe(201);
@@ -887,6 +889,18 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
     it('hides one organization\u2019s datasets from another: 404, 403 with X-Org-Id, never listed', async () => {
       const mine = await h.createDataset(projectId, [{ name: 'secret', type: 'string' }]);
       expect((await h.upload(mine.id, 'secret\nclassified\n')).status).toBe(200);
+      // A row policy of ours, which the outsider must be able neither to see nor to remove.
+      const readers = await t.request('POST', '/api/groups', { body: { name: h.unique('readers'), capabilities: [] } });
+      expect(readers.status).toBe(201);
+      const policy = await t.request('POST', `/api/datasets/${mine.id}/row-policies`, { body: { group_id: readers.body.id, filters: ['secret:eq:classified'] } });
+      expect(policy.status).toBe(201);
+      // The outsider administers their own organization, so the org.admin routes below answer
+      // from the tenancy check, not from a missing capability.
+      const theirAdmins = await t.request('POST', '/api/groups', { body: { name: h.unique('their_admins'), capabilities: ['org.admin'] }, headers: { 'x-org-id': String(otherOrgId) } });
+      expect(theirAdmins.status).toBe(201);
+      expect((await t.request('POST', `/api/groups/${theirAdmins.body.id}/members`, { body: { user_id: otherUserId }, headers: { 'x-org-id': String(otherOrgId) } })).status).toBe(201);
+      const theirs = await h.createDataset(otherProjectId, [{ name: 'x', type: 'integer' }], { token: otherToken });
+      expect((await t.request('GET', `/api/datasets/${theirs.id}/row-policies`, { token: otherToken })).status).toBe(200);
       const before = await h.snapshot(mine.id);
       const calls: [string, string, unknown?, Record<string, string>?][] = [
         ['GET', `/api/datasets/${mine.id}`],
@@ -896,6 +910,10 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
         ['POST', `/api/datasets/${mine.id}/data?mode=replace`, 'secret\nwiped\n', { 'content-type': 'text/csv' }],
         ['POST', `/api/datasets/${mine.id}/rows`, [{ secret: 'leaked' }]],
         ['GET', `/api/datasets/${mine.id}/rows`],
+        ['GET', `/api/datasets/${mine.id}/export`],
+        ['GET', `/api/datasets/${mine.id}/export?format=csv`],
+        ['GET', `/api/datasets/${mine.id}/export?format=json`],
+        ['DELETE', `/api/datasets/${mine.id}/row-policies/${policy.body.id}`],
       ];
       for (const [method, path, body, headers] of calls) {
         const res = await t.request(method, path, { token: otherToken, body, headers });
@@ -917,6 +935,9 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
       expect(theirList.body.items.map((d: { id: number }) => d.id)).not.toContain(mine.id);
       expect((await t.request('GET', `/api/datasets?search=${mine.name}`, { token: otherToken })).body.total).toBe(0);
       expect((await t.request('GET', `/api/datasets?project_id=${projectId}`, { token: otherToken })).body.total).toBe(0);
+      // Nor through their own dataset, naming our policy's id.
+      expect((await t.request('DELETE', `/api/datasets/${theirs.id}/row-policies/${policy.body.id}`, { token: otherToken })).status).toBe(404);
+      expect((await t.request('GET', `/api/datasets/${mine.id}/row-policies`)).body).toEqual([policy.body]);
       expect(await h.snapshot(mine.id)).toEqual(before);
       expect((await t.request('GET', `/api/datasets/${mine.id}`)).body.name).toBe(mine.name);
     });
