@@ -1,4 +1,7 @@
 import crypto from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS } from '../harness/dialects.ts';
 import { startTestKernel, type TestKernel } from '../harness/index.ts';
@@ -13,7 +16,21 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
   let t: TestKernel;
   const tag = crypto.randomBytes(4).toString('hex');
   // Strings that only ever belong to organization A: none may show up in an answer to B.
-  const markers = { group: `alpha-group-${tag}`, token: `alpha-pat-${tag}`, user: `alpha-admin-${tag}` };
+  const markers = {
+    group: `alpha-group-${tag}`,
+    token: `alpha-pat-${tag}`,
+    user: `alpha-admin-${tag}`,
+    project: `alpha-project-${tag}`,
+    projectKey: `ALPHA_${tag.toUpperCase()}`,
+    dataset: `alpha_ds_${tag}`,
+    datasetDescription: `alpha-dataset-about-${tag}`,
+    row: `alpha-row-${tag}`,
+    pii: `alpha-pii-${tag}@example.test`,
+    policy: `alpha-policy-${tag}`,
+    connector: `alpha-hook-${tag}`,
+    webhookSecret: `alpha-hook-secret-${tag}`,
+    rule: `alpha-rule-${tag}`,
+  };
 
   const orgA = 1;
   let orgB: number;
@@ -25,8 +42,19 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
   let tokenA: number;
   let tokenB: number;
   let orgScoped: MountedRoute[];
+  // A's data plane: a project, a dataset with rows (one PII column), a row policy, a contract, a
+  // connector and a data-quality rule with a run.
+  let projectA: number;
+  let datasetA: number;
+  let policyA: number;
+  let connectorA: number;
+  let ruleA: number;
+  /** A loopback peer behind A's connector: counts the calls reaching A's webhook. */
+  let hook: { url: string; calls: string[]; close: () => Promise<void> };
 
+  const asA = { headers: { 'X-Org-Id': String(orgA) } };
   const asB = (orgId: number | string) => ({ token: bAdmin.token, headers: { 'X-Org-Id': String(orgId) } });
+  const csv = (text: string, orgId: number | string) => ({ body: text, headers: { 'X-Org-Id': String(orgId), 'content-type': 'text/csv' } });
 
   async function createUser(username: string, defaultOrgId: number) {
     const res = await t.request('POST', '/api/users', { body: { username, email: `${username}@example.test`, role: 'viewer', default_org_id: defaultOrgId } });
@@ -43,8 +71,75 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     return created.body.id as number;
   }
 
+  async function startHook() {
+    const calls: string[] = [];
+    const server = http.createServer((req, res) => {
+      calls.push(`${req.method} ${req.url}`);
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{"ok":true}');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, calls, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  }
+
+  /** Organization A's data plane, created by the platform admin working in A. */
+  async function seedDataPlaneOfA() {
+    const project = await t.request('POST', '/api/projects', { ...asA, body: { key: markers.projectKey, name: markers.project } });
+    expect(project.status, project.text).toBe(201);
+    projectA = project.body.id;
+
+    const columns = [
+      { name: 'label', type: 'string' },
+      { name: 'email', type: 'string', pii: true },
+      { name: 'amount', type: 'integer' },
+    ];
+    const dataset = await t.request('POST', '/api/datasets', { ...asA, body: { name: markers.dataset, project_id: projectA, description: markers.datasetDescription, columns } });
+    expect(dataset.status, dataset.text).toBe(201);
+    expect(dataset.body.org_id).toBe(orgA);
+    datasetA = dataset.body.id;
+    const upload = await t.request('POST', `/api/datasets/${datasetA}/data`, csv(`label,email,amount\n${markers.row},${markers.pii},10\n${markers.row}-2,${markers.pii},20\n`, orgA));
+    expect(upload.status, upload.text).toBe(200);
+    const rows = await t.request('POST', `/api/datasets/${datasetA}/rows`, { ...asA, body: [{ label: `${markers.row}-3`, email: markers.pii, amount: 30 }] });
+    expect(rows.status, rows.text).toBe(200);
+    expect(rows.body.dataset.row_count).toBe(3);
+
+    const policy = await t.request('POST', `/api/datasets/${datasetA}/row-policies`, { ...asA, body: { group_id: groupA, filters: ['amount:gt:15'], description: markers.policy } });
+    expect(policy.status, policy.text).toBe(201);
+    policyA = policy.body.id;
+    const contract = await t.request('POST', `/api/datasets/${datasetA}/contract`, asA);
+    expect(contract.status, contract.text).toBe(201);
+
+    const connector = await t.request('POST', '/api/connectors', { ...asA, body: { name: markers.connector, type: 'workflow_webhook', config: { webhook_url: `${hook.url}/alpha/${markers.webhookSecret}` } } });
+    expect(connector.status, connector.text).toBe(201);
+    connectorA = connector.body.id;
+
+    // A rule every row breaks: its run history holds a sample of A's rows (the row marker).
+    const rule = await t.request('POST', '/api/data-quality/rules', { ...asA, body: { dataset_id: datasetA, name: markers.rule, type: 'allowed_values', params: { column: 'label', values: ['none-of-them'] } } });
+    expect(rule.status, rule.text).toBe(201);
+    ruleA = rule.body.id;
+    const run = await t.request('POST', `/api/data-quality/rules/${ruleA}/run`, asA);
+    expect(run.status, run.text).toBe(200);
+    expect(run.body).toMatchObject({ status: 'failed', failing_rows: 3 });
+    expect(JSON.stringify(run.body.sample)).toContain(markers.row);
+
+    // A cached profile of A's dataset, whose top values are A's rows.
+    const profile = await t.request('GET', `/api/statistics/datasets/${datasetA}`, asA);
+    expect(profile.status, profile.text).toBe(200);
+    expect(profile.text).toContain(markers.row);
+
+    // What there is to leak: A's own reads show every marker of the data plane.
+    const shown = await t.request('GET', `/api/datasets/${datasetA}/rows`, asA);
+    expect(shown.text).toContain(markers.row);
+    expect(shown.text).toContain(markers.pii);
+  }
+
   beforeAll(async () => {
-    t = await startTestKernel({ dialect });
+    hook = await startHook();
+    // Outbound calls to loopback are allowed, so a connector reached across organizations would really call A's webhook.
+    t = await startTestKernel({ dialect, env: { OUTBOUND_ALLOWED_HOSTS: '127.0.0.1' } });
     adminId = (await t.request('GET', '/api/me')).body.user.id;
 
     const b = await t.request('POST', '/api/organizations', { body: { name: `beta-${tag}` } });
@@ -58,11 +153,15 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const patA = await t.request('POST', '/api/auth/tokens', { token: aAdmin.token, body: { name: markers.token } });
     expect(patA.status, patA.text).toBe(201);
     tokenA = patA.body.id;
+    await seedDataPlaneOfA();
 
-    // Organization B: its admin, holding every capability there is (in B only), and a token of its own.
+    // Organization B: its admin, holding every capability a group can grant (in B only), and a token of its own.
+    // Platform-wide capabilities are the admin role's alone: a group refuses them.
     const scopes = await t.request('GET', '/api/auth/scopes');
-    const everything = scopes.body.map((c: { name: string }) => c.name);
-    expect(everything).toContain('org.admin');
+    const known = scopes.body.map((c: { name: string }) => c.name);
+    const everything = [...t.kernel.registry.current.capabilities.values()].filter((c) => c.scope === 'organization').map((c) => c.name);
+    expect(known).toEqual(expect.arrayContaining(everything));
+    expect(everything).toEqual(expect.arrayContaining(['org.admin', 'datasets.write', 'datasets.pii.read', 'datasets.policies.bypass', 'connectors.use', 'projects.write']));
     bAdmin = await createUser(`beta-admin-${tag}`, orgB);
     groupB = await createGroup(orgB, `beta-admins-${tag}`, everything, bAdmin.id);
     const patB = await t.request('POST', '/api/auth/tokens', { token: bAdmin.token, body: { name: `beta-pat-${tag}` } });
@@ -77,20 +176,44 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
   });
   afterAll(async () => {
     await t?.stop();
+    await hook?.close();
   });
 
   /** A's resource a path parameter of this route names, when this suite created one. */
   function resourceOfA(m: MountedRoute, name: string): number | undefined {
     if (name === 'user_id') return aAdmin.id;
-    if (name === 'id' && m.path.startsWith('/api/groups/')) return groupA;
-    if (name === 'id' && m.path.startsWith('/api/auth/tokens/admin/')) return tokenA;
+    if (name === 'policy_id') return policyA;
+    if (name !== 'id') return undefined;
+    if (m.path.startsWith('/api/groups/')) return groupA;
+    if (m.path.startsWith('/api/auth/tokens/admin/')) return tokenA;
+    if (m.path.startsWith('/api/projects/')) return projectA;
+    if (m.path.startsWith('/api/datasets/')) return datasetA;
+    if (m.path.startsWith('/api/connectors/')) return connectorA;
+    if (m.path.startsWith('/api/data-quality/rules/')) return ruleA;
+    if (m.path.startsWith('/api/data-quality/datasets/')) return datasetA;
+    if (m.path.startsWith('/api/statistics/datasets/')) return datasetA;
     return undefined;
   }
 
+  /** Path parameters that are not ids: the value that names something real of A's resource. */
+  const NAMED_PARAMS: Record<string, string> = { action: 'send_message', column: 'label' };
+
   /** A concrete path for a mounted route, its parameters filled with A's resources (else 1). */
   function pathFor(m: MountedRoute): string {
-    return m.path.replace(/\{([^}]+)\}/g, (_, name: string) => String(resourceOfA(m, name) ?? 1));
+    return m.path.replace(/\{([^}]+)\}/g, (_, name: string) => String(resourceOfA(m, name) ?? NAMED_PARAMS[name] ?? 1));
   }
+
+  /** A query naming A's resources, for the list routes that filter by one. */
+  function queryFor(m: MountedRoute): string {
+    const queries: Record<string, string> = {
+      'GET /api/datasets': `?project_id=${projectA}`,
+      'GET /api/data-quality/rules': `?dataset_id=${datasetA}`,
+    };
+    return queries[`${m.route.method.toUpperCase()} ${m.path}`] ?? '';
+  }
+
+  /** The URL a sweep calls: path and query. */
+  const urlFor = (m: MountedRoute) => `${pathFor(m)}${queryFor(m)}`;
 
   /** True when the route's first path parameter names one of A's resources. */
   const namesResourceOfA = (m: MountedRoute) => {
@@ -98,7 +221,11 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     return !!first && resourceOfA(m, first[1]) !== undefined;
   };
 
-  /** A body the route would accept, so a refusal is about the organization and nothing else. */
+  /**
+   * A body the route would accept, so a refusal is about the organization and nothing else. Bodies
+   * name A's resources where they can (a group, a project, a dataset), never a marker string: an
+   * answer echoing the caller's own body must not pass for a leak.
+   */
   function bodyFor(m: MountedRoute): unknown {
     if (!m.route.request?.body) return undefined;
     const key = `${m.route.method.toUpperCase()} ${m.path}`;
@@ -106,9 +233,41 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'POST /api/groups': { name: `sweep-${tag}`, capabilities: ['groups.read'] },
       'PATCH /api/groups/{id}': { name: `renamed-${tag}`, capabilities: ['org.admin', 'groups.read'] },
       'POST /api/groups/{id}/members': { user_id: bAdmin.id },
+      'POST /api/projects': { key: `SWEEP_${tag.toUpperCase()}`, name: `sweep-${tag}` },
+      'PATCH /api/projects/{id}': { name: `renamed-${tag}`, description: `sweep-${tag}` },
+      'POST /api/datasets': { name: `sweep_ds_${tag}`, project_id: projectA },
+      'PATCH /api/datasets/{id}': { name: `renamed_${tag}`, description: `sweep-${tag}`, columns: [{ name: 'email', pii: false }] },
+      'POST /api/datasets/{id}/rows': [{ label: `sweep-${tag}`, email: 'sweep@example.test', amount: 1 }],
+      'POST /api/datasets/{id}/row-policies': { group_id: groupA, filters: ['amount:gt:1000'], description: `sweep-${tag}` },
+      'POST /api/connectors': { name: `sweep-hook-${tag}`, type: 'workflow_webhook', config: { webhook_url: `${hook.url}/beta` } },
+      'PATCH /api/connectors/{id}': { name: `renamed-${tag}`, config: { webhook_url: `${hook.url}/stolen` } },
+      'POST /api/connectors/{id}/actions/{action}': { message: `sweep-${tag}` },
+      'POST /api/data-quality/rules': { dataset_id: datasetA, name: `sweep-rule-${tag}`, type: 'not_null', params: { column: 'label' } },
+      'PATCH /api/data-quality/rules/{id}': { name: `renamed-${tag}`, enabled: false, params: { column: 'label', values: ['x'] } },
+      // A's dataset by name, in upper case: names match ignoring case, and the refusal echoing B's
+      // own query ("no dataset named …") cannot be taken for A's marker.
+      'POST /api/sql': { sql: `select label, email, amount from ${markers.dataset.toUpperCase()}` },
     };
-    return bodies[key] ?? {};
+    if (!(key in bodies)) throw new Error(`no body for ${key}: give the sweep one the route accepts`);
+    return bodies[key];
   }
+
+  /** The request options of a sweep call: a body (JSON, or CSV for a streamed upload) and its headers. */
+  function requestFor(m: MountedRoute, caller: { token: string; headers: Record<string, string> }) {
+    if (m.route.request?.stream) {
+      expect(m.route.request.stream.contentTypes).toContain('text/csv');
+      // The columns of A's dataset, so the upload would be accepted were the dataset found.
+      return { token: caller.token, body: `label,email,amount\nsweep-${tag},sweep@example.test,1\n`, headers: { ...caller.headers, 'content-type': 'text/csv' } };
+    }
+    return { ...caller, body: bodyFor(m) };
+  }
+
+  /**
+   * Routes whose body (not their path) names A's resource, and the status B must get: a dataset
+   * in A's project (422: the project is not in B), a rule on A's dataset (404), SQL over A's
+   * dataset by name (400: no such dataset in B).
+   */
+  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400 };
 
   /** Everything A owns, read straight from the database: the sweep must leave it untouched. */
   async function snapshotA() {
@@ -118,7 +277,42 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const members = await db.selectFrom('group_members').select(['group_id', 'user_id']).where('group_id', '=', groupA).orderBy('user_id').execute();
     const token = await db.selectFrom('personal_access_tokens').select(['id', 'revoked_at']).where('id', '=', tokenA).executeTakeFirstOrThrow();
     const orgMembers = await db.selectFrom('organization_members').select('user_id').where('org_id', '=', orgA).orderBy('user_id').execute();
-    return { groups, caps, members, token, orgMembers };
+    const projects = await db.selectFrom('projects').select(['id', 'key', 'name', 'description', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const datasets = await db
+      .selectFrom('datasets')
+      .select(['id', 'project_id', 'name', 'description', 'columns', 'row_count', 'version', 'table_name', 'updated_at'])
+      .where('org_id', '=', orgA)
+      .orderBy('id')
+      .execute();
+    // Each dataset's contents, read from its physical table.
+    const contents: Record<string, unknown[]> = {};
+    for (const d of datasets) {
+      contents[d.id] = (await sql`select * from ${t.kernel.storage.dataTables.ref(orgA, d.table_name)} order by _row_id`.execute(db)).rows;
+    }
+    const contracts = await db.selectFrom('dataset_contracts').select(['id', 'dataset_id', 'version', 'columns', 'is_current']).where('org_id', '=', orgA).orderBy('id').execute();
+    const policies = await db.selectFrom('row_policies').select(['id', 'dataset_id', 'group_id', 'filters', 'description']).where('org_id', '=', orgA).orderBy('id').execute();
+    const connectors = await db.selectFrom('connectors').select(['id', 'name', 'type', 'config', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const rules = await db.selectFrom('dq_rules').select(['id', 'dataset_id', 'name', 'params', 'severity', 'enabled', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const runs = await db.selectFrom('dq_runs').select(['id', 'rule_id', 'status']).where('org_id', '=', orgA).orderBy('id').execute();
+    const profiles = await db.selectFrom('dataset_profiles').select(['dataset_id', 'scope_key', 'version', 'computed_at']).where('org_id', '=', orgA).orderBy('dataset_id').orderBy('scope_key').execute();
+    // Calls that reached A's webhook (only A's connector knows its URL).
+    const webhookCalls = hook.calls.filter((c) => c.includes('/alpha/')).length;
+    return { groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls };
+  }
+
+  /** A's data plane is really there, so an unchanged snapshot means something. */
+  function expectDataPlaneOfA(snapshot: Awaited<ReturnType<typeof snapshotA>>) {
+    expect(snapshot.projects.map((p) => p.id)).toEqual([projectA]);
+    expect(snapshot.datasets).toEqual([expect.objectContaining({ id: datasetA, name: markers.dataset, version: expect.anything() })]);
+    expect(Number(snapshot.datasets[0].row_count)).toBe(3);
+    expect(snapshot.contents[datasetA]).toHaveLength(3);
+    expect(JSON.stringify(snapshot.contents[datasetA])).toContain(markers.row);
+    expect(snapshot.contracts.map((c) => c.dataset_id)).toEqual([datasetA]);
+    expect(snapshot.policies.map((p) => p.id)).toEqual([policyA]);
+    expect(snapshot.connectors.map((c) => c.id)).toEqual([connectorA]);
+    expect(snapshot.rules.map((r) => r.id)).toEqual([ruleA]);
+    expect(snapshot.runs).toHaveLength(1);
+    expect(snapshot.profiles.length).toBeGreaterThanOrEqual(1);
   }
 
   it('the registry marks the groups, audit and token-governance routes org-scoped (the sweep is not vacuous)', () => {
@@ -136,6 +330,35 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
         'GET /api/audit',
         'GET /api/auth/tokens/admin',
         'DELETE /api/auth/tokens/admin/{id}',
+        // The data plane.
+        'GET /api/projects/{id}',
+        'PATCH /api/projects/{id}',
+        'DELETE /api/projects/{id}',
+        'POST /api/datasets',
+        'GET /api/datasets/{id}',
+        'DELETE /api/datasets/{id}',
+        'POST /api/datasets/{id}/data',
+        'GET /api/datasets/{id}/rows',
+        'POST /api/datasets/{id}/rows',
+        'GET /api/datasets/{id}/export',
+        'GET /api/datasets/{id}/contract',
+        'POST /api/datasets/{id}/contract',
+        'GET /api/datasets/{id}/drift',
+        'GET /api/datasets/{id}/row-policies',
+        'POST /api/datasets/{id}/row-policies',
+        'DELETE /api/datasets/{id}/row-policies/{policy_id}',
+        'GET /api/connectors/{id}',
+        'PATCH /api/connectors/{id}',
+        'POST /api/connectors/{id}/actions/{action}',
+        'POST /api/data-quality/rules',
+        'GET /api/data-quality/rules/{id}',
+        'PATCH /api/data-quality/rules/{id}',
+        'POST /api/data-quality/rules/{id}/run',
+        'GET /api/data-quality/rules/{id}/runs',
+        'POST /api/data-quality/datasets/{id}/run',
+        'POST /api/sql',
+        'GET /api/statistics/datasets/{id}',
+        'GET /api/statistics/datasets/{id}/columns/{column}',
       ]),
     );
   });
@@ -144,11 +367,12 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const before = await snapshotA();
     expect(before.groups.map((g) => g.id)).toContain(groupA);
     expect(before.token.revoked_at).toBeNull();
+    expectDataPlaneOfA(before);
     const answers: string[] = [];
     for (const m of orgScoped) {
-      const res = await t.request(m.route.method.toUpperCase(), pathFor(m), { ...asB(orgA), body: bodyFor(m) });
-      answers.push(`${m.route.method.toUpperCase()} ${pathFor(m)} -> ${res.status}`);
-      expect(res.status, `${m.route.method.toUpperCase()} ${pathFor(m)}: ${res.text}`).toBe(403);
+      const res = await t.request(m.route.method.toUpperCase(), urlFor(m), requestFor(m, asB(orgA)));
+      answers.push(`${m.route.method.toUpperCase()} ${urlFor(m)} -> ${res.status}`);
+      expect(res.status, `${m.route.method.toUpperCase()} ${urlFor(m)}: ${res.text}`).toBe(403);
       expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
       for (const marker of Object.values(markers)) expect(res.text).not.toContain(marker);
     }
@@ -158,20 +382,25 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
 
   it('every org-scoped route answers 400 to a non-integer X-Org-Id', async () => {
     for (const m of orgScoped) {
-      const res = await t.request(m.route.method.toUpperCase(), pathFor(m), { ...asB('abc'), body: bodyFor(m) });
-      expect(res.status, `${m.route.method.toUpperCase()} ${pathFor(m)}: ${res.text}`).toBe(400);
+      const res = await t.request(m.route.method.toUpperCase(), urlFor(m), requestFor(m, asB('abc')));
+      expect(res.status, `${m.route.method.toUpperCase()} ${urlFor(m)}: ${res.text}`).toBe(400);
       expect(res.body.detail).toMatch(/X-Org-Id/);
     }
   });
 
   it('every org-scoped route, called in B with A\u2019s ids, shows nothing of A and changes nothing of A', async () => {
     const before = await snapshotA();
-    expect(orgScoped.filter(namesResourceOfA).length).toBeGreaterThanOrEqual(7);
+    expectDataPlaneOfA(before);
+    // 7 identity routes (groups, members, tokens) and 30 data-plane routes name one of A's resources.
+    expect(orgScoped.filter(namesResourceOfA).length).toBeGreaterThanOrEqual(37);
+    for (const key of Object.keys(BODY_NAMES_A)) expect(orgScoped.map((m) => `${m.route.method.toUpperCase()} ${m.path}`)).toContain(key);
     for (const m of orgScoped) {
-      const res = await t.request(m.route.method.toUpperCase(), pathFor(m), { ...asB(orgB), body: bodyFor(m) });
-      const label = `${m.route.method.toUpperCase()} ${pathFor(m)}: ${res.status} ${res.text}`;
+      const key = `${m.route.method.toUpperCase()} ${m.path}`;
+      const res = await t.request(m.route.method.toUpperCase(), urlFor(m), requestFor(m, asB(orgB)));
+      const label = `${m.route.method.toUpperCase()} ${urlFor(m)}: ${res.status} ${res.text}`;
       // A route that names one of A's resources must not find it; any other may answer, with B's data only.
       if (namesResourceOfA(m)) expect(res.status, label).toBe(404);
+      else if (key in BODY_NAMES_A) expect(res.status, label).toBe(BODY_NAMES_A[key]);
       else expect(res.status, label).toBeLessThan(500);
       for (const marker of Object.values(markers)) expect(res.text, label).not.toContain(marker);
     }
@@ -232,6 +461,26 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     // B's own log is not empty: its group and its token are in it.
     const own = await t.request('GET', '/api/audit', asB(orgB));
     expect(own.body.items.map((e: { target_id: string }) => e.target_id)).toEqual(expect.arrayContaining([String(groupB), String(tokenB)]));
+  });
+
+  it('through a dataset of B\u2019s own, B\u2019s org admin cannot remove A\u2019s row policy nor bind a policy to A\u2019s group', async () => {
+    // The sweep names A's dataset first, so the policy id never gets looked at there: here it does.
+    const project = await t.request('POST', '/api/projects', { ...asB(orgB), body: { key: `BETA_${tag.toUpperCase()}`, name: `beta-project-${tag}` } });
+    expect(project.status, project.text).toBe(201);
+    const dataset = await t.request('POST', '/api/datasets', { ...asB(orgB), body: { name: `beta_ds_${tag}`, project_id: project.body.id, columns: [{ name: 'amount', type: 'integer' }] } });
+    expect(dataset.status, dataset.text).toBe(201);
+    expect(dataset.body.org_id).toBe(orgB);
+    const before = await snapshotA();
+
+    const remove = await t.request('DELETE', `/api/datasets/${dataset.body.id}/row-policies/${policyA}`, asB(orgB));
+    expect(remove.status, remove.text).toBe(404);
+    const bind = await t.request('POST', `/api/datasets/${dataset.body.id}/row-policies`, { ...asB(orgB), body: { group_id: groupA, filters: ['amount:gt:0'] } });
+    expect(bind.status, bind.text).toBe(422);
+    const listed = await t.request('GET', `/api/datasets/${dataset.body.id}/row-policies`, asB(orgB));
+    expect(listed.status).toBe(200);
+    expect(listed.body).toEqual([]);
+    for (const marker of Object.values(markers)) expect(remove.text + bind.text + listed.text).not.toContain(marker);
+    expect(await snapshotA()).toEqual(before);
   });
 
   it('a user of A cannot be added to a group of B (422)', async () => {
