@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { sql } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import { ROW_ID, type DataColumn, type Storage } from '../../storage/index.ts';
 import type { Dataset, DatasetColumn, DatasetStore } from './dataset-store.ts';
 
@@ -46,6 +46,8 @@ export class DatasetLoader {
       // A dataset without columns yet takes the staged table whole, whatever the mode.
       const swap = mode === 'replace' || dataset.columns.length === 0;
       await this.storage.transaction(async (trx) => {
+        // Descriptions and PII flags as they are now: someone may have changed them while the file loaded.
+        const current = swap ? await this.currentColumns(trx, dataset.id) : [];
         if (swap) {
           await dataTables.drop(trx, orgId, dataset.table_name);
           await dataTables.rename(trx, orgId, staging, dataset.table_name);
@@ -59,7 +61,7 @@ export class DatasetLoader {
           .set({
             row_count: swap ? loaded : sql`row_count + ${loaded}`,
             version: sql`version + 1`,
-            ...(swap ? { columns: this.storage.encodeJson(withMetadata(columns, dataset.columns)) } : {}),
+            ...(swap ? { columns: this.storage.encodeJson(withMetadata(columns, current)) } : {}),
             updated_at: this.storage.now(),
           })
           .where('id', '=', dataset.id)
@@ -70,5 +72,10 @@ export class DatasetLoader {
       throw err;
     }
     return { dataset: await this.store.get(orgId, dataset.id), loaded };
+  }
+
+  private async currentColumns(trx: Transaction<any>, datasetId: number): Promise<DatasetColumn[]> {
+    const row = await trx.selectFrom('datasets').select('columns').where('id', '=', datasetId).executeTakeFirstOrThrow();
+    return this.storage.decodeJson<DatasetColumn[]>(row.columns) ?? [];
   }
 }

@@ -1,3 +1,4 @@
+import http from 'node:http';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS, startTestKernel, type DialectName, type TestKernel, type TestResponse } from '../harness/index.ts';
@@ -345,6 +346,34 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
       ]);
       // Declared columns keep their types: the upload does not re-infer them.
       expect((await t.request('GET', `/api/datasets/${ds.id}`)).body.columns.map((c: { type: string }) => c.type)).toEqual(['string', 'integer', 'number']);
+    });
+
+    it('keeps a PII flag set while a replace upload was streaming', async () => {
+      const ds = await h.createDataset(projectId, [{ name: 'email', type: 'string' }, { name: 'n', type: 'integer' }]);
+      const url = new URL(`/api/datasets/${ds.id}/data?mode=replace`, t.url);
+      const answered = new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const request = http.request(url, { method: 'POST', headers: { authorization: `Bearer ${t.adminToken}`, 'content-type': 'text/csv' } }, (res) => {
+          let body = '';
+          res.on('data', (chunk) => (body += chunk));
+          res.on('end', () => resolve({ status: res.statusCode!, body }));
+        });
+        request.on('error', reject);
+        request.write('email,n\na@example.test,1\n');
+        // The upload is under way (its dataset read) when the flag changes; then the file ends.
+        setTimeout(async () => {
+          const flagged = await t.request('PATCH', `/api/datasets/${ds.id}`, { body: { columns: [{ name: 'email', pii: true, description: 'contact' }] } });
+          expect(flagged.status).toBe(200);
+          request.end('b@example.test,2\n');
+        }, 300);
+      });
+      const { status, body } = await answered;
+      expect(status, body).toBe(200);
+      const after = (await t.request('GET', `/api/datasets/${ds.id}`)).body;
+      expect(after.row_count).toBe(2);
+      expect(after.columns).toEqual([
+        { name: 'email', type: 'string', pii: true, description: 'contact' },
+        { name: 'n', type: 'integer', pii: false, description: null },
+      ]);
     });
 
     it('replaces the data and the row count', async () => {
