@@ -57,6 +57,8 @@ export class ContractService {
   async capture(dataset: Dataset, userId: number | null): Promise<SchemaContract> {
     if (dataset.columns.length === 0) throw problems.unprocessable('the dataset has no columns yet: there is no schema to capture');
     return this.storage.transaction(async (trx) => {
+      // Captures of one dataset one after the other: two at once would both take the next version.
+      await this.storage.lockForTransaction(trx, `contract-capture:${dataset.id}`);
       const latest = await trx.selectFrom('dataset_contracts').select((eb) => eb.fn.max<number>('version').as('version')).where('dataset_id', '=', dataset.id).executeTakeFirst();
       await trx.updateTable('dataset_contracts').set({ is_current: false }).where('dataset_id', '=', dataset.id).where('is_current', '=', true).execute();
       const row = await trx

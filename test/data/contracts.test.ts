@@ -106,6 +106,15 @@ describe.each(DIALECTS)('schema contracts and drift (%s)', (dialect) => {
     ).rejects.toThrow();
   });
 
+  it('captures one after the other when captures come at once', async () => {
+    const answers = await Promise.all(Array.from({ length: 6 }, () => t.request('POST', `/api/datasets/${datasetId}/contract`)));
+    expect(answers.map((a) => a.status)).toEqual(Array(6).fill(201));
+    const versions = answers.map((a) => a.body.version).sort((a: number, b: number) => a - b);
+    expect(new Set(versions).size).toBe(6);
+    const current = await t.kernel.storage.db.selectFrom('dataset_contracts').select('version').where('dataset_id', '=', datasetId).where('is_current', '=', true).execute();
+    expect(current).toEqual([{ version: versions[5] }]);
+  });
+
   it('keeps contracts inside their organization', async () => {
     const { token } = await t.outsider('outsider');
     for (const [method, path] of [
