@@ -3,7 +3,7 @@ import type { PersonalAccessTokens } from '../identity/tokens.ts';
 import { PAT_PREFIX } from '../identity/tokens.ts';
 import { PLATFORM_ADMIN_ROLE, type PublicUser } from '../identity/users.ts';
 import { problems } from '../problem.ts';
-import { VerifiedTokenCache, type JwtSettings } from './jwt.ts';
+import { VerifiedTokenCache, type AccessTokenClaims, type JwtSettings } from './jwt.ts';
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
@@ -27,7 +27,8 @@ export interface Identity {
  * Resolves `Authorization: Bearer …` (spec §5.2): a value starting with `svc_` is a personal
  * access token, anything else a JWT. The owner and the token are read from the identity snapshot,
  * which the caller refreshes first (checked against the database's change counter), so a
- * deactivated user or a revoked token is refused on the very next request.
+ * deactivated user, a revoked token or a JWT older than a password change is refused on the very
+ * next request.
  */
 export class Authenticator {
   private readonly verified = new VerifiedTokenCache();
@@ -54,8 +55,20 @@ export class Authenticator {
     } catch (err) {
       throw problems.unauthorized(`invalid token: ${(err as Error).message}`);
     }
-    return identityOf(await this.snapshot.user(claims.user_id), 'jwt', null, null, claims.exp * 1000);
+    const user = await this.snapshot.user(claims.user_id);
+    const identity = identityOf(user, 'jwt', null, null, claims.exp * 1000); // refuses a missing user first
+    if (issuedBeforeSessionsEnded(claims, user!)) throw problems.unauthorized('invalid token: token issued before the password changed; sign in again');
+    return identity;
   }
+}
+
+/**
+ * A password change or reset ends the sessions begun before it (`sessions_valid_after`, kept to the
+ * second like `iat`). Only JWTs: a personal access token outlives a password change, as on GitLab.
+ */
+function issuedBeforeSessionsEnded(claims: AccessTokenClaims, user: PublicUser): boolean {
+  if (user.sessions_valid_after === null) return false;
+  return claims.iat === undefined || claims.iat * 1000 < Date.parse(user.sessions_valid_after);
 }
 
 /** The caller a credential names, if that user still exists and is active. */

@@ -12,6 +12,8 @@ export interface AccessTokenClaims {
   user_id: number;
   role: string;
   exp: number;
+  /** Issued at (Unix seconds); the kernel always sets it, a token made elsewhere may lack it. */
+  iat: number | undefined;
 }
 
 // One key object per secret: importing the key on every request costs more than verifying.
@@ -63,7 +65,7 @@ export async function verifyAccessToken(settings: JwtSettings, token: string): P
     if (typeof payload.user_id !== 'number' || !Number.isInteger(payload.user_id) || typeof payload.role !== 'string' || typeof payload.exp !== 'number') {
       throw new Error('token payload lacks user_id, role or exp');
     }
-    return { user_id: payload.user_id, role: payload.role, exp: payload.exp };
+    return { user_id: payload.user_id, role: payload.role, exp: payload.exp, iat: payload.iat };
   } catch (err) {
     if (err instanceof joseErrors.JWTExpired) throw new Error('token expired');
     if (err instanceof joseErrors.JOSEAlgNotAllowed) throw new Error('token algorithm not accepted');

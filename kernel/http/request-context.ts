@@ -46,8 +46,18 @@ function toProblem(err: unknown): HttpProblem {
   if (typeof status === 'number' && status >= 400 && status < 500) {
     const message = (err as Error).message;
     if (status === 413) return new HttpProblem(413, `request body is larger than the limit: ${message}`);
-    if (status === 400 && /JSON|token|Unexpected/i.test(message)) return new HttpProblem(400, `request body is not valid JSON: ${message}`, { errors: [{ path: 'body', message }] });
+    if (status === 400 && /JSON|token|Unexpected/i.test(message)) return invalidJson(message);
     return new HttpProblem(status, message);
   }
   return new HttpProblem(500, 'internal error; quote the request id when reporting it');
+}
+
+/**
+ * The parser's message is not passed on: it may quote the start of the body (Node 20: `Unexpected
+ * token 'p', "password=S"... is not valid JSON`), which can be a secret. Its position is kept.
+ */
+function invalidJson(parserMessage: string): HttpProblem {
+  const position = /at position (\d+)/.exec(parserMessage)?.[1];
+  const where = position === undefined ? '' : ` at position ${position}`;
+  return new HttpProblem(400, `request body is not valid JSON${where}`, { errors: [{ path: 'body', message: `not valid JSON${where}` }] });
 }

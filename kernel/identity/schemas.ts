@@ -14,6 +14,7 @@ export const userSchema = z
     default_org_id: z.number().int().nullable(),
     must_reset_password: z.boolean(),
     is_active: z.boolean(),
+    sessions_valid_after: z.string().nullable().describe('JWTs issued before this moment are refused (set when the password changes or is reset)'),
     created_at: z.string(),
     updated_at: z.string(),
   })

@@ -1,6 +1,8 @@
+import crypto from 'node:crypto';
 import { createRemoteJWKSet, jwtVerify, errors as joseErrors } from 'jose';
-import type { RequestAudit } from '../audit/audit-service.ts';
+import type { AuditEvent, RequestAudit } from '../audit/audit-service.ts';
 import { issueAccessToken, type JwtSettings } from '../auth/jwt.ts';
+import { hashPassword, verifyPassword } from '../auth/password.ts';
 import { problems } from '../problem.ts';
 import type { UserDirectory, UserRow } from './users.ts';
 
@@ -24,6 +26,8 @@ export interface IdentityProviderSettings {
  */
 export class SessionService {
   private readonly jwks: ReturnType<typeof createRemoteJWKSet>;
+  private readonly markerKey: Buffer;
+  private dummyHash: Promise<string> | undefined;
 
   constructor(
     private readonly users: UserDirectory,
@@ -31,6 +35,9 @@ export class SessionService {
     private readonly idp: IdentityProviderSettings,
   ) {
     this.jwks = createRemoteJWKSet(new URL(idp.jwksUrl));
+    // A key of its own, derived from the server secret: the marker is an HMAC of text anyone may
+    // type, and must never be a (partial) signature under the JWT signing key itself.
+    this.markerKey = crypto.createHmac('sha256', jwt.secret).update('audit: unknown login marker').digest();
   }
 
   async issue(user: Pick<UserRow, 'id' | 'role' | 'must_reset_password'>): Promise<AccessTokenAnswer> {
@@ -45,17 +52,40 @@ export class SessionService {
   /** Signs a user in by username (or e-mail) and password; both outcomes go to the request's audit. */
   async login(login: string, password: string, audit: RequestAudit): Promise<AccessTokenAnswer> {
     const user = await this.users.findByLogin(login);
-    const valid = user ? await this.users.checkPassword(user, password) : false;
+    const valid = user ? await this.users.checkPassword(user, password) : await this.checkAgainstDummy(password);
     if (!user || !valid || !user.is_active) {
-      const reason = !user ? 'unknown user' : !valid ? 'wrong password' : 'user deactivated';
-      await audit.record({ action: 'auth.login', outcome: 'failure', actor: { userId: user?.id ?? null, username: login }, details: { reason } });
+      await audit.record(user ? this.refusedAccount(user, valid) : this.refusedUnknown(login));
       throw problems.unauthorized('invalid username or password');
     }
     await audit.record({ action: 'auth.login', actor: { userId: user.id, username: user.username }, targetType: 'user', targetId: user.id, orgId: user.default_org_id });
     return this.issue(user);
   }
 
-  /** Verifies an ID token (signature, issuer, audience, expiry, verified e-mail, domain) and signs the user in. */
+  /**
+   * An unknown login costs one scrypt check like a known one, against a hash made once with the
+   * same parameters, so the answer's timing does not tell which usernames exist. Never matches.
+   */
+  private async checkAgainstDummy(password: string): Promise<false> {
+    this.dummyHash ??= hashPassword(crypto.randomBytes(32).toString('base64url'));
+    await verifyPassword(password, await this.dummyHash);
+    return false;
+  }
+
+  private refusedAccount(user: UserRow, passwordValid: boolean): AuditEvent {
+    const reason = passwordValid ? 'user deactivated' : 'wrong password';
+    return { action: 'auth.login', outcome: 'failure', actor: { userId: user.id, username: user.username }, details: { reason } };
+  }
+
+  /**
+   * What the caller typed as a username is not kept when it names no account: it may be a password
+   * typed into the wrong box. A short keyed hash of it still lets repeated attempts be correlated.
+   */
+  private refusedUnknown(login: string): AuditEvent {
+    const marker = crypto.createHmac('sha256', this.markerKey).update(login).digest('hex').slice(0, 12);
+    return { action: 'auth.login', outcome: 'failure', actor: { userId: null, username: null }, details: { reason: 'unknown user', login_marker: marker } };
+  }
+
+  /** Verifies an ID token (signature, issuer, audience, an `exp` present and not passed, verified e-mail, domain) and signs the user in. */
   async exchangeIdToken(idToken: string, audit: RequestAudit): Promise<AccessTokenAnswer> {
     const refuse = async (reason: string, email?: string) => {
       await audit.record({ action: 'auth.google', outcome: 'failure', actor: { userId: null, username: email ?? null }, details: { reason } });
@@ -64,7 +94,7 @@ export class SessionService {
     if (!this.idp.clientId) throw await refuse('sign-in with the identity provider is not configured (IDP_CLIENT_ID)');
     let claims;
     try {
-      ({ payload: claims } = await jwtVerify(idToken, this.jwks, { audience: this.idp.clientId, issuer: [...this.idp.issuers] }));
+      ({ payload: claims } = await jwtVerify(idToken, this.jwks, { audience: this.idp.clientId, issuer: [...this.idp.issuers], requiredClaims: ['exp'] }));
     } catch (err) {
       throw await refuse(describeJoseError(err));
     }
@@ -83,6 +113,7 @@ export class SessionService {
 
 function describeJoseError(err: unknown): string {
   if (err instanceof joseErrors.JWTExpired) return 'expired';
+  if (err instanceof joseErrors.JWTClaimValidationFailed && err.reason === 'missing') return `claim ${err.claim} missing`;
   if (err instanceof joseErrors.JWTClaimValidationFailed) return `claim ${err.claim} invalid (${err.reason === 'check_failed' ? 'unexpected value' : err.reason})`;
   if (err instanceof joseErrors.JWSSignatureVerificationFailed) return 'bad signature';
   if (err instanceof joseErrors.JWKSNoMatchingKey) return 'no published key matches the token (bad signature)';

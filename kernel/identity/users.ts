@@ -18,6 +18,8 @@ export interface PublicUser {
   default_org_id: number | null;
   must_reset_password: boolean;
   is_active: boolean;
+  /** JWTs issued before this moment are refused; set when the password changes or is reset. */
+  sessions_valid_after: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -31,6 +33,7 @@ export interface UserRow {
   default_org_id: number | null;
   must_reset_password: boolean;
   is_active: boolean;
+  sessions_valid_after: string | null;
   created_at: string;
   updated_at: string;
   reset_token_hash: string | null;
@@ -47,9 +50,18 @@ export function toPublicUser(row: UserRow): PublicUser {
     default_org_id: row.default_org_id,
     must_reset_password: row.must_reset_password,
     is_active: row.is_active,
+    sessions_valid_after: row.sessions_valid_after,
     created_at: row.created_at,
     updated_at: row.updated_at,
   };
+}
+
+/**
+ * Now, truncated to the second: a JWT's `iat` has one-second resolution, so a token issued after this
+ * (such as the one a password change answers with) has `iat` >= it even within the same second.
+ */
+function currentSecond(): string {
+  return new Date(Math.floor(Date.now() / 1000) * 1000).toISOString();
 }
 
 /** Accounts: the `users` table and the rules around it. */
@@ -139,11 +151,22 @@ export class UserDirectory {
     }
   }
 
-  /** Sets a new password; `mustReset` marks it temporary. Clears any pending reset token. */
+  /**
+   * Sets a new password; `mustReset` marks it temporary. Clears any pending reset token, and ends
+   * every session: JWTs issued before now are refused from the next request on (PATs live on).
+   */
   async setPassword(id: number, password: string, mustReset: boolean): Promise<void> {
+    const passwordHash = await hashPassword(password);
     await this.storage.db
       .updateTable('users')
-      .set({ password_hash: await hashPassword(password), must_reset_password: mustReset, reset_token_hash: null, reset_token_expires_at: null, updated_at: this.storage.now() })
+      .set({
+        password_hash: passwordHash,
+        must_reset_password: mustReset,
+        reset_token_hash: null,
+        reset_token_expires_at: null,
+        sessions_valid_after: currentSecond(),
+        updated_at: this.storage.now(),
+      })
       .where('id', '=', id)
       .execute();
   }

@@ -140,4 +140,13 @@ export const kernelMigrations: Record<string, Migration> = {
       await storage.untrackChanges(db, IDENTITY_COUNTER, IDENTITY_TABLES);
     },
   },
+  // A password change or reset ends the user's sessions: JWTs issued before this are refused.
+  '2026-11-23T0000_sessions_valid_after': {
+    async up({ db, storage }) {
+      await db.schema.alterTable('users').addColumn('sessions_valid_after', storage.types.timestamp).execute();
+    },
+    async down({ db }) {
+      await db.schema.alterTable('users').dropColumn('sessions_valid_after').execute();
+    },
+  },
 };

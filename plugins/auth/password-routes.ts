@@ -10,16 +10,19 @@ import type { AuthServices } from './services.ts';
 
 const hashResetToken = (token: string) => crypto.createHash('sha256').update(token).digest('hex');
 
-/** Password change, forgotten password and reset (spec §3.2, §5.10). */
+/** A password change ends every earlier JWT of the user, the caller's too: the answer carries the replacement. */
+const passwordChangedSchema = z.object({ ...s.statusMessageSchema.shape, ...s.accessTokenSchema.shape });
+
+/** Password change, forgotten password and reset (spec §3.2, §5.10); each ends the user's earlier JWTs. */
 export function passwordRoutes({ users, sessions, mail, config, logger }: AuthServices) {
   return [
     defineRoute({
       method: 'post',
       path: '/change-password',
-      summary: 'Change your own password (clears must_reset_password)',
+      summary: 'Change your own password (clears must_reset_password); answers a fresh access token',
       security: 'bearer',
       request: { body: z.object({ old_password: z.string().min(1), new_password: z.string().min(1) }) },
-      responses: { 200: { description: 'Password changed', schema: s.statusMessageSchema } },
+      responses: { 200: { description: 'Password changed; your other sessions (JWTs) are ended, this fresh token replaces them', schema: passwordChangedSchema } },
       handler: async ({ body, principal, audit }) => {
         const user = await users.require(principal!.userId);
         if (!(await users.checkPassword(user, body.old_password))) {
@@ -30,7 +33,7 @@ export function passwordRoutes({ users, sessions, mail, config, logger }: AuthSe
         assertStrongPassword(body.new_password, user);
         await users.setPassword(user.id, body.new_password, false);
         await audit.record({ action: 'auth.password.change', targetType: 'user', targetId: user.id });
-        return { status: 'password changed' };
+        return { status: 'password changed', ...(await sessions.issue({ ...user, must_reset_password: false })) };
       },
     }),
     defineRoute({

@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import path from 'node:path';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -67,7 +68,8 @@ const counts = async (kernel: Kernel) => {
   return { users: Number(users.n), organizations: Number(orgs.n), members: Number(members.n) };
 };
 
-describe.each(DIALECTS)('bootstrap (%s)', (dialect: DialectName) => {
+/** Kernels booted on scratch databases, each stopped and each database dropped after the suite. */
+function scratchKernels(dialect: DialectName) {
   const scratch: { remove(): void; drop(): Promise<void> }[] = [];
   const running: Kernel[] = [];
   const fresh = async () => {
@@ -92,6 +94,11 @@ describe.each(DIALECTS)('bootstrap (%s)', (dialect: DialectName) => {
       s.remove();
     }
   });
+  return { fresh, boot, stop };
+}
+
+describe.each(DIALECTS)('bootstrap (%s)', (dialect: DialectName) => {
+  const { fresh, boot, stop } = scratchKernels(dialect);
 
   it('creates organization 1 and the admin from ADMIN_USERNAME / ADMIN_PASSWORD / ADMIN_EMAIL', async () => {
     const { dataDir, database } = await fresh();
@@ -163,6 +170,59 @@ describe.each(DIALECTS)('bootstrap (%s)', (dialect: DialectName) => {
   });
 });
 
+describe.each(DIALECTS)('JWT secret and algorithm (%s)', (dialect: DialectName) => {
+  const { fresh, boot, stop } = scratchKernels(dialect);
+  const admin = { username: 'signer', password: 'Signer-Admin#Secret42' };
+  const newSecret = () => crypto.randomBytes(32).toString('hex');
+  const signIn = async (k: BootedKernel) => {
+    const res = await k.request('POST', '/api/auth/login', { body: admin });
+    expect(res.status, res.text).toBe(200);
+    return res.body.access_token as string;
+  };
+  const me = (k: BootedKernel, token: string) => k.request('GET', '/api/me', { token });
+
+  it('rotating JWT_SECRET refuses every JWT signed with the old one, and the old secret brings them back', async () => {
+    const { dataDir, database } = await fresh();
+    const [secretA, secretB] = [newSecret(), newSecret()];
+    const env = { ADMIN_USERNAME: admin.username, ADMIN_PASSWORD: admin.password };
+
+    const first = await boot(dataDir, database, { ...env, JWT_SECRET: secretA });
+    const tokenA = await signIn(first);
+    expect((await me(first, tokenA)).status).toBe(200);
+    await stop(first.kernel);
+
+    const rotated = await boot(dataDir, database, { ...env, JWT_SECRET: secretB });
+    const refused = await me(rotated, tokenA);
+    expect(refused.status).toBe(401);
+    expect(refused.body.detail).toMatch(/signature/);
+    const tokenB = await signIn(rotated);
+    expect((await me(rotated, tokenB)).status).toBe(200);
+    await stop(rotated.kernel);
+
+    // Old and new secrets are never accepted together (spec §5.12).
+    const back = await boot(dataDir, database, { ...env, JWT_SECRET: secretA });
+    expect((await me(back, tokenA)).status).toBe(200);
+    expect((await me(back, tokenB)).status).toBe(401);
+  });
+
+  it('JWT_ALGORITHM=HS512 issues HS512 tokens and refuses an HS256 token signed with the same secret', async () => {
+    const { dataDir, database } = await fresh();
+    const secret = newSecret();
+    const k = await boot(dataDir, database, { ADMIN_USERNAME: admin.username, ADMIN_PASSWORD: admin.password, JWT_SECRET: secret, JWT_ALGORITHM: 'HS512' });
+    const token = await signIn(k);
+    expect(JSON.parse(Buffer.from(token.split('.')[0], 'base64url').toString('utf8')).alg).toBe('HS512');
+    expect((await me(k, token)).status).toBe(200);
+
+    const { user_id, role } = decodeJwt(token);
+    const signed = (alg: string) =>
+      new SignJWT({ user_id, role }).setProtectedHeader({ alg, typ: 'JWT' }).setIssuedAt().setExpirationTime('10m').sign(new TextEncoder().encode(secret));
+    expect((await me(k, await signed('HS512'))).status).toBe(200); // control: the token below differs in its algorithm only
+    const hs256 = await me(k, await signed('HS256'));
+    expect(hs256.status).toBe(401);
+    expect(hs256.body.detail).toMatch(/algorithm/);
+  });
+});
+
 describe.each(DIALECTS)('accounts without SMTP, login, deactivation (%s)', (dialect: DialectName) => {
   let t: TestKernel;
   let logs: string[];
@@ -226,6 +286,44 @@ describe.each(DIALECTS)('accounts without SMTP, login, deactivation (%s)', (dial
     const deactivated = await login('loginner', 'user-password-1');
     expect(deactivated.status).toBe(401);
     expect(deactivated.body.access_token).toBeUndefined();
+  });
+
+  it('a failed login names the account only if one matches; an unknown name is kept as a keyed marker, never in clear', async () => {
+    const known = await t.userToken('viewer', 'failer');
+    const typed = 'Correct-Horse#Battery9';
+    const attempts = [
+      [typed, 'some-password-1'],
+      [typed, 'some-password-2'],
+      ['another-unknown-name', 'some-password-3'],
+      ['failer', 'wrong-password-4'],
+      ['FAILER@example.test', 'wrong-password-5'],
+    ];
+    const requestIds: string[] = [];
+    for (const [username, password] of attempts) {
+      const res = await login(username, password);
+      expect(res.status).toBe(401);
+      requestIds.push(res.headers.get('x-request-id')!);
+    }
+
+    const audit = await t.request('GET', '/api/audit?action=auth.login&limit=500');
+    expect(audit.status).toBe(200);
+    expect(audit.text).not.toContain(typed);
+    expect(JSON.stringify(await t.kernel.storage.db.selectFrom('audit_log').selectAll().execute())).not.toContain(typed);
+
+    type Row = { outcome: string; actor_user_id: number | null; actor_username: string | null; request_id: string; details: { reason?: string; login_marker?: string } };
+    const [first, second, other, wrong, byEmail] = requestIds.map((id) => (audit.body.items as Row[]).find((r) => r.request_id === id)!);
+    for (const row of [first, second, other]) {
+      expect(row).toMatchObject({ outcome: 'failure', actor_user_id: null, actor_username: null, details: { reason: 'unknown user' } });
+      expect(row.details.login_marker).toMatch(/^[0-9a-f]{12}$/);
+    }
+    expect(second.details.login_marker).toBe(first.details.login_marker);
+    expect(other.details.login_marker).not.toBe(first.details.login_marker);
+    // Keyed by a server secret: a plain hash of a guess does not find it.
+    expect(first.details.login_marker).not.toBe(crypto.createHash('sha256').update(typed).digest('hex').slice(0, 12));
+    for (const row of [wrong, byEmail]) {
+      expect(row).toMatchObject({ outcome: 'failure', actor_user_id: known.id, actor_username: 'failer', details: { reason: 'wrong password' } });
+      expect(row.details).not.toHaveProperty('login_marker');
+    }
   });
 
   it('a JWT that worked is refused once its exp passes, with nothing else changed', async () => {

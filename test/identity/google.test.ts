@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SignJWT } from 'jose';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DIALECTS } from '../harness/dialects.ts';
 import { startTestKernel, type TestKernel } from '../harness/index.ts';
 import { startJwksServer, type IdTokenClaims, type JwksServer } from '../harness/jwks-server.ts';
@@ -90,6 +91,22 @@ describe.each(DIALECTS)('sign-in with an identity provider ID token (%s)', (dial
     await expectRefused(await idp.signIdToken(claimsFor(user.email, { exp: Math.floor(Date.now() / 1000) - 600 })), /expired/);
   });
 
+  it('refuses a token without exp, which would never expire', async () => {
+    const user = await newUser('google-noexp');
+    // The harness's signer always sets exp: for this one token, setting it does nothing.
+    const setExpiry = vi.spyOn(SignJWT.prototype, 'setExpirationTime').mockImplementation(function (this: SignJWT) {
+      return this;
+    });
+    let idToken: string;
+    try {
+      idToken = await idp.signIdToken(claimsFor(user.email));
+    } finally {
+      setExpiry.mockRestore();
+    }
+    expect(JSON.parse(Buffer.from(idToken.split('.')[1], 'base64url').toString('utf8'))).not.toHaveProperty('exp');
+    await expectRefused(idToken, /claim exp missing/);
+  });
+
   it('refuses a token signed by a key the JWKS does not publish (same kid)', async () => {
     const user = await newUser('google-sig');
     await expectRefused(await idp.signIdToken(claimsFor(user.email), { key: 'foreign' }), /signature/);
@@ -138,7 +155,7 @@ describe.each(DIALECTS)('sign-in with an identity provider ID token (%s)', (dial
     expect(rows.every((r) => r.action === 'auth.google')).toBe(true);
     const failures = rows.filter((r) => r.outcome === 'failure');
     const reasons = failures.map((r) => r.details.reason ?? '');
-    for (const expected of [/aud/, /iss/, /expired/, /signature/, /not verified/, /domain/, /no user/, /deactivated/]) {
+    for (const expected of [/aud/, /iss/, /expired/, /exp missing/, /signature/, /not verified/, /domain/, /no user/, /deactivated/]) {
       expect(reasons.some((reason) => expected.test(reason)), `an audited failure matching ${expected}`).toBe(true);
     }
     expect(failures.length).toBeGreaterThanOrEqual(10);

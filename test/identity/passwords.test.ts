@@ -15,6 +15,18 @@ function secretOf(mail: ReceivedMail): string {
   return lines[0];
 }
 
+const issuedAt = (jwt: string): number => JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url').toString('utf8')).iat;
+
+/**
+ * Waits until the clock has left the second the JWTs were issued in. `iat` has one-second
+ * resolution, so a token issued in the same second as a password change cannot be told from one
+ * issued by it, and is let through.
+ */
+async function pastIssueSecond(...jwts: string[]): Promise<void> {
+  const wait = (Math.max(...jwts.map(issuedAt)) + 1) * 1000 - Date.now();
+  if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+}
+
 describe.each(DIALECTS)('password flows and mail (%s)', (dialect) => {
   let t: TestKernel;
   let smtp: TestSmtpServer;
@@ -243,6 +255,94 @@ describe.each(DIALECTS)('password flows and mail (%s)', (dialect) => {
     secrets.add('Late-Comet#1618');
     expect((await login('carol', 'Late-Comet#1618')).status).toBe(401);
     expect((await login('carol', fresh)).status).toBe(200);
+  });
+
+  describe('a password change or reset ends earlier sessions (JWTs), not personal access tokens', () => {
+    const me = (token: string) => request('GET', '/api/me', { token });
+    const expectEnded = async (token: string) => {
+      const res = await me(token);
+      expect(res.status).toBe(401);
+      expect(res.body.detail).toMatch(/token issued before the password changed/);
+    };
+    const signedIn = async (username: string, password: string) => {
+      const res = await login(username, password);
+      expect(res.status, res.text).toBe(200);
+      return res.body.access_token as string;
+    };
+
+    it('change-password: the other JWT is refused on its next request, the answered JWT and a PAT work', async () => {
+      const initial = 'Cedar-Window#2741';
+      expect((await createUser({ username: 'erin', email: 'erin@example.test', role: 'editor', password: initial })).status).toBe(201);
+      const [one, two] = [await signedIn('erin', initial), await signedIn('erin', initial)];
+      // Not through request(): the mint answer holds the PAT's secret, which the audit test below forbids in answers.
+      const pat = await t.request('POST', '/api/auth/tokens', { token: one, body: { name: 'erin-pat' } });
+      expect(pat.status, pat.text).toBe(201);
+      for (const token of [one, two, pat.body.token]) expect((await me(token)).status).toBe(200); // known, and kept as callers
+      await pastIssueSecond(one, two);
+
+      const next = 'Maple-Orbit#8163';
+      secrets.add(next);
+      const changed = await request('POST', '/api/auth/change-password', { token: one, body: { old_password: initial, new_password: next } });
+      expect(changed.status, changed.text).toBe(200);
+      expect(changed.body).toMatchObject({ status: 'password changed', token_type: 'bearer', must_reset_password: false, expires_in: expect.any(Number) });
+
+      await expectEnded(two);
+      await expectEnded(one);
+      const fresh = await me(changed.body.access_token);
+      expect(fresh.status).toBe(200);
+      expect(fresh.body.user).toMatchObject({ username: 'erin', must_reset_password: false });
+      expect((await me(pat.body.token)).status).toBe(200);
+      expect((await me(await signedIn('erin', next))).status).toBe(200);
+    });
+
+    it('admin reset: the user’s JWT is refused on its next request; the temporary password signs in anew', async () => {
+      const initial = 'Birch-Signal#5307';
+      const created = await createUser({ username: 'frank', email: 'frank@example.test', role: 'viewer', password: initial });
+      expect(created.status).toBe(201);
+      const token = await signedIn('frank', initial);
+      expect((await me(token)).status).toBe(200);
+      await pastIssueSecond(token);
+
+      const before = lastSeq();
+      expect((await request('POST', `/api/users/${created.body.id}/reset-password`)).status).toBe(202);
+      const temporary = secretOf(await mailTo('frank@example.test', before));
+      secrets.add(temporary);
+      await expectEnded(token);
+      expect((await me(await signedIn('frank', temporary))).status).toBe(200);
+    });
+
+    it('forgotten-password reset: earlier JWTs are refused, the answered JWT works', async () => {
+      const initial = 'Aspen-Rocket#4419';
+      expect((await createUser({ username: 'gina', email: 'gina@example.test', role: 'viewer', password: initial })).status).toBe(201);
+      const token = await signedIn('gina', initial);
+      expect((await me(token)).status).toBe(200);
+
+      const before = lastSeq();
+      expect((await request('POST', '/api/auth/forgot-password', { token: null, body: { email: 'gina@example.test' } })).status).toBe(202);
+      const resetToken = secretOf(await mailTo('gina@example.test', before));
+      secrets.add(resetToken);
+      await pastIssueSecond(token);
+      const fresh = 'Willow-Beacon#6082';
+      secrets.add(fresh);
+      const redeemed = await request('POST', '/api/auth/reset-password', { token: null, body: { token: resetToken, new_password: fresh } });
+      expect(redeemed.status, redeemed.text).toBe(200);
+
+      await expectEnded(token);
+      expect((await me(redeemed.body.access_token)).status).toBe(200);
+    });
+  });
+
+  it('a forgotten-password token expires RESET_TOKEN_TTL_MINUTES (default 60) after it is issued', async () => {
+    const created = await createUser({ username: 'hank', email: 'hank@example.test', role: 'viewer', password: 'Spruce-Ladder#7731' });
+    expect(created.status).toBe(201);
+    const before = Date.now();
+    expect((await request('POST', '/api/auth/forgot-password', { token: null, body: { email: 'hank@example.test' } })).status).toBe(202);
+    const after = Date.now();
+    const expires = Date.parse(String((await userRow(created.body.id)).reset_token_expires_at));
+    const hour = 60 * 60_000;
+    // The stored time may be rounded to the millisecond or the second by the database.
+    expect(expires).toBeGreaterThanOrEqual(before + hour - 1000);
+    expect(expires).toBeLessThanOrEqual(after + hour + 1000);
   });
 
   it('audits every flow and never shows or stores a password or reset token', async () => {

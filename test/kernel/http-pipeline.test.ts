@@ -106,6 +106,20 @@ describe.each(DIALECTS)('HTTP pipeline (%s)', (dialect) => {
       expectProblem(res, 400);
       expect(errorPaths(res)).toContain('body');
     });
+
+    it('a malformed JSON body is never quoted back, only the position of the fault', async () => {
+      const asForm = await t.request('POST', '/api/auth/login', { token: null, body: 'password=Secret-Value-123', headers: { 'content-type': 'application/json' } });
+      expectProblem(asForm, 400);
+      expect(asForm.body.detail).toMatch(/^request body is not valid JSON/);
+      expect(asForm.text).not.toContain('Secret');
+      expect(asForm.text).not.toContain('password=');
+
+      const cut = await t.request('POST', '/api/auth/login', { token: null, body: '{"username": "admin", "password": "Secret-Value-123"' });
+      expectProblem(cut, 400);
+      expect(cut.body.detail).toBe('request body is not valid JSON at position 52');
+      expect(errorPaths(cut)).toEqual(['body']);
+      expect(cut.text).not.toContain('Secret');
+    });
   });
 
   describe('401: credentials', () => {
