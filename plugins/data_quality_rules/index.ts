@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { definePlugin, defineRoute, fieldErrorsOf, identitySchemas as s, kernelServices, problems, reply, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
-import { datasetCatalog, PII_MASK, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
+import { datasetCatalog, datasetDeletedHooks, PII_MASK, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
 import { evaluate, SAMPLE_ROWS, type Evaluation } from './evaluate.ts';
 import { governedSql, type GovernedSql } from '../sql/public.ts';
 import { qualityMigrations } from './migrations.ts';
@@ -125,6 +125,7 @@ export default definePlugin({
     const catalog = ctx.useService(datasetCatalog);
     const sqlService = ctx.useService(governedSql);
     const rules = new RuleStore(storage);
+    ctx.contribute(datasetDeletedHooks, (orgId, datasetId) => rules.removeForDataset(orgId, datasetId));
     const runner = new RuleRunner(storage, catalog, rules, sqlService);
     const base = { security: 'bearer', orgScoped: true } as const;
     const idParams = s.idParam('id');

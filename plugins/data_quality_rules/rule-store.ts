@@ -68,6 +68,11 @@ export class RuleStore {
     return this.get(orgId, id);
   }
 
+  /** Every rule of a dataset, with its runs (they cascade). */
+  async removeForDataset(orgId: number, datasetId: number): Promise<void> {
+    await this.storage.db.deleteFrom('dq_rules').where('org_id', '=', orgId).where('dataset_id', '=', datasetId).execute();
+  }
+
   async remove(orgId: number, id: number): Promise<void> {
     await this.get(orgId, id);
     await this.storage.db.deleteFrom('dq_rules').where('org_id', '=', orgId).where('id', '=', id).execute();

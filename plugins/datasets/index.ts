@@ -3,7 +3,7 @@ import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
 import { contractRoutes } from './contract-routes.ts';
 import { policyRoutes } from './policy-routes.ts';
 import { RowPolicies } from './row-policies.ts';
-import { datasetCatalog, datasetContracts } from './public.ts';
+import { datasetCatalog, datasetContracts, datasetDeletedHooks, type DatasetDeletedHook } from './public.ts';
 import { contractOperations, ContractService } from './contracts.ts';
 import { DatasetStore, type Dataset } from './dataset-store.ts';
 import { DatasetLoader } from './loader.ts';
@@ -38,9 +38,14 @@ export default definePlugin({
       rows: readRows,
     });
     ctx.provideService(datasetContracts, operations);
+    const deletedHooks = new Set<DatasetDeletedHook>();
+    ctx.provideExtensionPoint(datasetDeletedHooks, ({ value }) => {
+      deletedHooks.add(value);
+      return () => void deletedHooks.delete(value);
+    });
     return {
       routes: [
-        ...datasetRoutes({ store, policies, readRows, loader, storage, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT) }),
+        ...datasetRoutes({ store, policies, readRows, loader, storage, deletedHooks, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT) }),
         ...policyRoutes({ store, policies }),
         ...contractRoutes({ store, contracts, operations }),
       ],

@@ -3,7 +3,7 @@
  * types only).
  */
 import type { RawBuilder } from 'kysely';
-import { pluginServiceRef, type Principal } from '../../kernel/plugin-api.ts';
+import { extensionPoint, pluginServiceRef, type Principal } from '../../kernel/plugin-api.ts';
 import type { DataColumn, DataColumnType } from '../../storage/index.ts';
 
 /** What a caller without `datasets.pii.read` sees in place of a PII value, on every read path. */
@@ -126,3 +126,10 @@ export interface DatasetContracts {
 }
 
 export const datasetContracts = pluginServiceRef<DatasetContracts>('datasets.contracts');
+
+/**
+ * Called once a dataset is deleted, so the plugins that keep something about it (rules and their
+ * runs, cached profiles) drop it too: nothing of a deleted dataset outlives it.
+ */
+export type DatasetDeletedHook = (orgId: number, datasetId: number) => Promise<void>;
+export const datasetDeletedHooks = extensionPoint<DatasetDeletedHook>('datasets.deleted');

@@ -9,7 +9,7 @@ import { MAX_COLUMNS } from './column-names.ts';
 import type { Dataset, DatasetColumn, DatasetStore } from './dataset-store.ts';
 import type { DatasetLoader } from './loader.ts';
 import { FILTER_OPERATORS } from './filters.ts';
-import { ROWS_PAGE_MAX, type DatasetCatalog } from './public.ts';
+import { ROWS_PAGE_MAX, type DatasetCatalog, type DatasetDeletedHook } from './public.ts';
 import { visibilityOf } from './rows-query.ts';
 import type { RowPolicies } from './row-policies.ts';
 import { columnName, datasetName, datasetSchema, loadResultSchema, rowsPageSchema } from './schemas.ts';
@@ -24,6 +24,8 @@ export interface DatasetRouteDeps {
   readRows: DatasetCatalog['rows'];
   loader: DatasetLoader;
   storage: ServiceType<typeof kernelServices.storage>;
+  /** What other plugins drop once a dataset is deleted (the `datasets.deleted` extension point). */
+  deletedHooks: ReadonlySet<DatasetDeletedHook>;
   uploadLimitBytes: number;
 }
 
@@ -33,7 +35,7 @@ const publicDataset = ({ table_name: _table, created_by: _by, ...dataset }: Data
 const idParams = s.idParam('id');
 const base = { security: 'bearer', orgScoped: true } as const;
 
-export function datasetRoutes({ store, policies, readRows, loader, storage, uploadLimitBytes }: DatasetRouteDeps) {
+export function datasetRoutes({ store, policies, readRows, loader, storage, deletedHooks, uploadLimitBytes }: DatasetRouteDeps) {
   const columnsInput = z
     .array(z.object({ name: columnName, type: z.enum(DATA_COLUMN_TYPES), pii: z.boolean().default(false), description: z.string().max(2000).nullable().default(null) }))
     .max(MAX_COLUMNS)
@@ -134,6 +136,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, uplo
       responses: { 204: { description: 'Deleted' } },
       handler: async ({ params, orgId, audit }) => {
         const dataset = await store.remove(orgId!, params.id as number);
+        for (const dropped of deletedHooks) await dropped(orgId!, dataset.id);
         await audit.record({ action: 'dataset.delete', targetType: 'dataset', targetId: dataset.id, details: { name: dataset.name } });
         return reply(204);
       },

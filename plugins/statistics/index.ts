@@ -2,7 +2,7 @@ import { sql, type RawBuilder } from 'kysely';
 import { z } from 'zod';
 import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, type Principal } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
-import { datasetCatalog, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
+import { datasetCatalog, datasetDeletedHooks, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
 import { profileColumn, type ColumnProfile } from './profile.ts';
 
 interface DatasetProfile {
@@ -130,6 +130,9 @@ export default definePlugin({
   init: ({ storage }, ctx) => {
     const catalog = ctx.useService(datasetCatalog);
     const cache = new ProfileCache(storage, catalog);
+    ctx.contribute(datasetDeletedHooks, async (_orgId, datasetId) => {
+      await storage.db.deleteFrom('dataset_profiles').where('dataset_id', '=', datasetId).execute();
+    });
     const view = async (orgId: number, id: number, principal: Principal) => {
       const dataset = await catalog.get(orgId, id);
       const { profile, cached } = await cache.get(dataset, await catalog.scope(principal, dataset));

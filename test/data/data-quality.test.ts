@@ -164,6 +164,28 @@ describe.each(DIALECTS)('data-quality rules (%s)', (dialect) => {
     expect((await t.request('GET', `/api/data-quality/rules/${rule.body.id}`)).status).toBe(404);
   });
 
+  it('drops a dataset\u2019s rules, their runs and its cached profiles with the dataset', async () => {
+    const project = await t.request('POST', '/api/projects', { body: { key: 'GONE', name: 'Gone' } });
+    const doomed = await t.request('POST', '/api/datasets', { body: { name: 'doomed', project_id: project.body.id, columns: [{ name: 'v', type: 'integer' }] } });
+    expect((await t.request('POST', `/api/datasets/${doomed.body.id}/rows`, { body: [{ v: 1 }, { v: null }] })).status).toBe(200);
+    const rule = await t.request('POST', '/api/data-quality/rules', { body: { dataset_id: doomed.body.id, name: 'doomed check', type: 'not_null', params: { column: 'v' } } });
+    expect(rule.status).toBe(201);
+    expect((await t.request('POST', `/api/data-quality/rules/${rule.body.id}/run`)).body.status).toBe('failed');
+    expect((await t.request('GET', `/api/statistics/datasets/${doomed.body.id}`)).status).toBe(200);
+    const db = t.kernel.storage.db;
+    const left = async () => ({
+      rules: (await db.selectFrom('dq_rules').select('id').where('dataset_id', '=', doomed.body.id).execute()).length,
+      runs: (await db.selectFrom('dq_runs').select('id').where('rule_id', '=', rule.body.id).execute()).length,
+      profiles: (await db.selectFrom('dataset_profiles').select('dataset_id').where('dataset_id', '=', doomed.body.id).execute()).length,
+    });
+    expect(await left()).toEqual({ rules: 1, runs: 1, profiles: 1 });
+
+    expect((await t.request('DELETE', `/api/datasets/${doomed.body.id}`)).status).toBe(204);
+    expect(await left()).toEqual({ rules: 0, runs: 0, profiles: 0 });
+    expect((await t.request('GET', `/api/data-quality/rules/${rule.body.id}`)).status).toBe(404);
+    expect((await t.request('GET', '/api/data-quality/rules')).body.map((r: { id: number }) => r.id)).not.toContain(rule.body.id);
+  });
+
   it('keeps rules and runs inside their organization', async () => {
     const rule = await createRule({ name: 'private', type: 'not_null', params: { column: 'id' } });
     const { token } = await t.outsider('dq-outsider');
