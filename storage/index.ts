@@ -6,6 +6,7 @@ import type { Storage } from './types.ts';
 export type { Storage, TableSnapshot, PortableColumnTypes, TrackedTable } from './types.ts';
 export { containsText } from './text-search.ts';
 export { POSTGRES_COLUMN_TYPES } from './postgres-read-only.ts';
+export { parseSelect, SelectRefusedError, type SelectStatement, type TableUse } from './select-statement.ts';
 export { QueryRejectedError, QueryTimeoutError, type ReadOnlyQuery, type ReadOnlyResult } from './read-only-query.ts';
 export { DATA_COLUMN_TYPES, quoteIdentifier, ROW_ID, type DataColumn, type DataColumnType, type DataTables } from './data-tables.ts';
 export { Migrator, type Migration, type MigrationContext, type MigrationSource, type MigrationStep } from './migrator.ts';

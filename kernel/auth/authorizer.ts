@@ -23,18 +23,16 @@ export interface AuthorizerDeps {
   patRateLimitPerMin: number;
 }
 
-/** Who calls and where, as resolved from one credential and one X-Org-Id value. */
-interface Caller {
-  principal: Principal;
-  orgId: number | null;
-  /** When the credential stops being valid (JWT `exp`, PAT expiry); null = never. */
-  expiresAtMs: number | null;
-}
-
 /** What a resolved request carries on: the caller and the organization it works in. */
 export interface Authorized {
   principal: Principal;
   orgId: number | null;
+}
+
+/** An authorized caller as kept for one credential and one X-Org-Id value, with the credential's expiry. */
+interface Caller extends Authorized {
+  /** When the credential stops being valid (JWT `exp`, PAT expiry); null = never. */
+  expiresAtMs: number | null;
 }
 
 /**

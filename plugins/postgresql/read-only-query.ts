@@ -1,10 +1,5 @@
-import nodeSqlParser from 'node-sql-parser';
 import { problems } from '../../kernel/plugin-api.ts';
-
-const parser = new nodeSqlParser.Parser();
-const POSTGRES = { database: 'PostgresQL' };
-
-const refuse = (message: string) => problems.badRequest(`the import query is refused: ${message}`, [{ path: 'body.query', message }]);
+import { parseSelect, SelectRefusedError } from '../../storage/index.ts';
 
 /**
  * The text of an import query once it is known to be exactly one SELECT (WITH allowed), without
@@ -14,22 +9,10 @@ const refuse = (message: string) => problems.badRequest(`the import query is ref
  * refuses several statements, inside a read-only transaction.
  */
 export function readOnlyQuery(text: string): string {
-  const sql = text.trim().replace(/[;\s]+$/, '');
-  let statements: unknown[];
-  let tables: string[];
   try {
-    const ast = parser.astify(sql, POSTGRES);
-    statements = Array.isArray(ast) ? ast : [ast];
-    tables = parser.tableList(sql, POSTGRES);
+    return parseSelect(text, 'PostgresQL').sql;
   } catch (err) {
-    throw refuse(`it could not be parsed as one SELECT: ${(err as Error).message.split('\n')[0]}`);
+    if (!(err instanceof SelectRefusedError)) throw err;
+    throw problems.badRequest(`the import query is refused: ${err.message}`, [{ path: 'body.query', message: err.message }]);
   }
-  if (statements.length !== 1) throw refuse(`send exactly one statement, not ${statements.length}`);
-  const statement = statements[0] as { type?: string; into?: { expr?: unknown } };
-  if (statement.type !== 'select') throw refuse(`only a SELECT can be imported, not ${String(statement.type).toUpperCase()}`);
-  if (statement.into?.expr) throw refuse('SELECT INTO is not allowed');
-  // Entries are `kind::schema::table`: a SELECT that embeds a writing statement shows it here.
-  const writing = tables.map((entry) => entry.split('::')[0]).find((kind) => kind !== 'select');
-  if (writing) throw refuse(`only a SELECT can be imported, not ${writing.toUpperCase()}`);
-  return sql;
 }

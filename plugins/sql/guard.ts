@@ -1,8 +1,5 @@
-import nodeSqlParser from 'node-sql-parser';
 import { problems } from '../../kernel/plugin-api.ts';
-
-const { Parser } = nodeSqlParser;
-const parser = new Parser();
+import { parseSelect, SelectRefusedError, type SelectStatement } from '../../storage/index.ts';
 
 /**
  * Functions no governed query may call: server files and settings, large objects, other
@@ -69,29 +66,21 @@ function checkWithScopes(entries: { name: { value?: string } | string; stmt: unk
  * catalogs, other organizations), denied functions — is a 400 saying why.
  */
 export function guard(text: string, dialect: 'PostgresQL' | 'Sqlite'): GuardedSql {
-  const sql = text.replace(/^(\s|--[^\n]*\n|\/\*[\s\S]*?\*\/)*/, '').trim().replace(/;\s*$/, '');
-  let ast: unknown;
-  let tables: string[];
+  let parsed: SelectStatement;
   try {
-    ast = parser.astify(sql, { database: dialect });
-    tables = parser.tableList(sql, { database: dialect });
+    parsed = parseSelect(text, dialect);
   } catch (err) {
-    throw fail(`the query could not be parsed: ${(err as Error).message.split('\n')[0]}`);
+    if (err instanceof SelectRefusedError) throw fail(err.message);
+    throw err;
   }
-  const statements = Array.isArray(ast) ? ast : [ast];
-  if (statements.length !== 1) throw fail('send exactly one statement');
-  const statement = statements[0] as Record<string, unknown>;
-  if (statement.type !== 'select') throw fail(`only read-only SELECT queries are allowed, not ${String(statement.type).toUpperCase()}`);
-  if (statement.into && (statement.into as { expr?: unknown }).expr) throw fail('SELECT INTO is not allowed');
+  const { sql, ast: statement, tables } = parsed;
 
   const opening = /^with\s+(recursive\s+)?/i.exec(sql);
   const withEntries = (statement.with as { name: { value?: string } | string; stmt: unknown }[] | null) ?? [];
   checkWithScopes(withEntries, !!opening?.[1]);
   const cteNames = new Set(withEntries.map(cteName));
   const datasets = new Set<string>();
-  for (const entry of tables) {
-    const [kind, schema, table] = entry.split('::');
-    if (kind !== 'select') throw fail(`only read-only SELECT queries are allowed, not ${kind.toUpperCase()}`);
+  for (const { schema, table } of tables) {
     if (schema !== 'null') throw fail(`"${schema}.${table}" is not reachable: name datasets directly, without a schema`);
     if (!cteNames.has(table.toLowerCase())) datasets.add(table);
   }
