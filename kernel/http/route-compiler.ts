@@ -43,6 +43,7 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
     // answering from memory) is not awaited: on the request path every promise layer costs more
     // than the lookup it would wrap.
     const handle = (ctx: Context, state: RequestState): Maybe<void> => {
+      refuseNul(ctx);
       const input = route.request ? validated(route, ctx) : NO_INPUT;
       const answer = route.handler({
         params: input.params,
@@ -100,6 +101,61 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
 const DONE = Promise.resolve();
 const noop = async () => undefined;
 const NO_INPUT = { params: undefined, query: undefined, headers: undefined, body: undefined };
+
+/**
+ * U+0000 in a path parameter, a query value or a JSON body string (keys included, at any depth) is
+ * a 400 naming the field, before any handler: Postgres text cannot hold it, and no field of this
+ * API needs it. A body is walked only when there is one; the query only when its text holds an
+ * encoded NUL (URLSearchParams decodes `%00` and nothing else into U+0000).
+ */
+function refuseNul(ctx: Context) {
+  const errors: FieldError[] = [];
+  const params = (ctx as unknown as { params?: Record<string, unknown> }).params;
+  if (params) for (const key in params) if (typeof params[key] === 'string' && params[key].includes('\0')) errors.push(nulError(['params', key]));
+  if (ctx.querystring.includes('%00')) findNul(ctx.query, ['query'], errors);
+  const body: unknown = ctx.request.body;
+  if (typeof body === 'object' && body !== null ? hasNul(body) : typeof body === 'string' && body.includes('\0')) findNul(body, ['body'], errors);
+  if (errors.length) throw problems.badRequest(`the NUL character (U+0000) is not accepted: ${errors.map((e) => e.path).join(', ')}`, errors);
+}
+
+const nulError = (path: string[]): FieldError => ({ path: path.map((part) => part.replaceAll('\0', '\\u0000')).join('.'), message: 'must not contain the NUL character (U+0000)' });
+
+/** Whether any string of a parsed JSON value (or key) holds U+0000; iterative, so no depth of nesting overflows the stack. */
+function hasNul(root: object): boolean {
+  const pending: unknown[] = [root];
+  while (pending.length) {
+    const value = pending.pop();
+    if (typeof value === 'string') {
+      if (value.includes('\0')) return true;
+    } else if (Array.isArray(value)) {
+      for (const item of value) pending.push(item);
+    } else if (typeof value === 'object' && value !== null) {
+      for (const key in value) {
+        if (key.includes('\0')) return true;
+        pending.push((value as Record<string, unknown>)[key]);
+      }
+    }
+  }
+  return false;
+}
+
+/** The paths of the strings and keys holding U+0000 (only walked once `hasNul` found one). */
+function findNul(root: unknown, at: string[], errors: FieldError[]) {
+  const pending: [unknown, string[]][] = [[root, at]];
+  while (pending.length) {
+    const [value, path] = pending.pop()!;
+    if (typeof value === 'string') {
+      if (value.includes('\0')) errors.push(nulError(path));
+    } else if (Array.isArray(value)) {
+      value.forEach((item, i) => pending.push([item, [...path, String(i)]]));
+    } else if (typeof value === 'object' && value !== null) {
+      for (const key in value) {
+        if (key.includes('\0')) errors.push(nulError([...path, key]));
+        pending.push([(value as Record<string, unknown>)[key], [...path, key]]);
+      }
+    }
+  }
+}
 
 /** The request's parameters, query, headers and body, parsed by the route's schemas; 400 naming every field that fails. */
 function validated(route: RouteDefinition, ctx: Context) {

@@ -60,4 +60,16 @@ export const accessTokenSchema = z
 
 export const statusMessageSchema = z.object({ status: z.string() }).meta({ id: 'StatusMessage' });
 
-export const idParam = (name: string) => z.object({ [name]: z.coerce.number().int().positive() });
+/**
+ * A record id in a path (or a query): canonical decimal digits only, so `0x1`, ` 1`, `1e0`, `+1`,
+ * `01` and `1.0` are refused (400 naming the parameter) rather than read as 1; positive and within
+ * the safe integer range. Every id parameter is declared with it (`idParam`, or as a field).
+ */
+export const pathId = z
+  .string()
+  .regex(/^(0|[1-9][0-9]*)$/, 'must be an id written in decimal digits only (no sign, spaces, leading zeros, exponent or fraction)')
+  .transform(Number)
+  .refine((id) => id > 0 && Number.isSafeInteger(id), 'must be a positive integer within the safe integer range')
+  .meta({ type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER });
+
+export const idParam = (name: string) => z.object({ [name]: pathId });

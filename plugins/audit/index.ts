@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { definePlugin, defineRoute, kernelServices } from '../../kernel/plugin-api.ts';
+import { definePlugin, defineRoute, identitySchemas as s, kernelServices } from '../../kernel/plugin-api.ts';
 
 const auditRecordSchema = z
   .object({
@@ -40,7 +40,7 @@ export default definePlugin({
             target: z.string().min(1).optional().describe('Target type, or type:id (e.g. user:12)'),
             since: isoTimestamp.optional(),
             until: isoTimestamp.optional(),
-            org_id: z.coerce.number().int().positive().optional().describe('Platform admins only: one organization'),
+            org_id: s.pathId.optional().describe('Platform admins only: one organization'),
             cursor: z.coerce.number().int().positive().optional().describe('next_cursor of the previous page'),
             limit: z.coerce.number().int().min(1).max(500).default(100),
           }),

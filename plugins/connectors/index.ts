@@ -205,7 +205,7 @@ export default definePlugin({
           path: '/{id}/actions/{action}',
           summary: 'Run an action of a connector (e.g. send_message); a failed remote call answers the remote status, without retry',
           capability: 'connectors.use',
-          request: { params: z.object({ id: z.coerce.number().int().positive(), action: z.string().min(1) }), body: z.record(z.string(), z.unknown()) },
+          request: { params: z.object({ id: s.pathId, action: z.string().min(1) }), body: z.record(z.string(), z.unknown()) },
           responses: { 200: { description: 'What the peer answered', schema: z.object({ result: z.unknown() }) } },
           handler: async ({ params, body, orgId, principal, audit }) => {
             const row = await store.get(orgId!, params.id);

@@ -162,7 +162,7 @@ export default definePlugin({
           path: '/rules',
           summary: 'Rules of the organization, or of one dataset',
           capability: 'datasets.read',
-          request: { query: z.object({ dataset_id: z.coerce.number().int().positive().optional() }) },
+          request: { query: z.object({ dataset_id: s.pathId.optional() }) },
           responses: { 200: { description: 'Rules', schema: z.array(ruleSchema) } },
           handler: ({ query, orgId }) => rules.list(orgId!, query.dataset_id),
         }),

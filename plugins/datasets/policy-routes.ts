@@ -54,7 +54,7 @@ export function policyRoutes({ store, policies }: { store: DatasetStore; policie
       path: '/{id}/row-policies/{policy_id}',
       summary: 'Remove a row policy',
       capability: 'org.admin',
-      request: { params: z.object({ id: z.coerce.number().int().positive(), policy_id: z.coerce.number().int().positive() }) },
+      request: { params: z.object({ id: s.pathId, policy_id: s.pathId }) },
       responses: { 204: { description: 'Removed' } },
       handler: async ({ params, orgId, audit }) => {
         const dataset = await store.get(orgId!, params.id);

@@ -73,7 +73,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
           limit: z.coerce.number().int().min(1).max(500).default(50),
           offset: z.coerce.number().int().min(0).default(0),
           search: z.string().trim().min(1).max(200).optional(),
-          project_id: z.coerce.number().int().positive().optional(),
+          project_id: s.pathId.optional(),
         }),
       },
       responses: { 200: { description: 'A page of datasets', schema: z.object({ items: z.array(datasetSchema), total: z.number().int(), limit: z.number().int(), offset: z.number().int() }) } },

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, reply } from '../../kernel/plugin-api.ts';
 
 const groupIdParams = s.idParam('id');
-const memberParams = z.object({ id: z.coerce.number().int().positive(), user_id: z.coerce.number().int().positive() });
+const memberParams = z.object({ id: s.pathId, user_id: s.pathId });
 
 /** The `groups` router: groups of the current organization, carrying capabilities. */
 export default definePlugin({

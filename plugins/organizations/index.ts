@@ -87,7 +87,7 @@ export default definePlugin({
           path: '/{id}/members/{user_id}',
           summary: 'Remove a member, and their groups there (org.admin of that organization)',
           security: 'bearer',
-          request: { params: z.object({ id: z.coerce.number().int().positive(), user_id: z.coerce.number().int().positive() }) },
+          request: { params: z.object({ id: s.pathId, user_id: s.pathId }) },
           responses: { 204: { description: 'Removed' } },
           handler: async ({ params, principal, audit }) => {
             await administer(principal!, params.id);

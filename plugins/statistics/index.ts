@@ -157,7 +157,7 @@ export default definePlugin({
           method: 'get',
           path: '/datasets/{id}/columns/{column}',
           summary: 'Profile of one column',
-          request: { params: z.object({ id: z.coerce.number().int().positive(), column: z.string().min(1) }) },
+          request: { params: z.object({ id: s.pathId, column: z.string().min(1) }) },
           responses: { 200: { description: 'The column profile', schema: columnProfileSchema } },
           handler: async ({ params, orgId, principal }) => {
             const profile = await view(orgId!, params.id, principal!);

@@ -245,6 +245,72 @@ describe.each(DIALECTS)('HTTP pipeline (%s)', (dialect) => {
     });
   });
 
+  describe('400: the NUL character (U+0000) anywhere in the input, before any handler', () => {
+    const nul = (res: TestResponse, ...paths: string[]) => {
+      expectProblem(res, 400);
+      expect(errorPaths(res)).toEqual(paths);
+      expect(res.body.detail).toMatch(/U\+0000/);
+    };
+
+    it('in a login name or password, without an audited sign-in attempt', async () => {
+      const audited = async () => (await t.request('GET', '/api/audit?action=auth.login&limit=500')).body.items.length;
+      const before = await audited();
+      nul(await t.request('POST', '/api/auth/login', { token: null, body: { username: 'ad\u0000min', password: 'x' } }), 'body.username');
+      nul(await t.request('POST', '/api/auth/login', { token: null, body: { username: 'admin', password: '\u0000' } }), 'body.password');
+      expect(await audited()).toBe(before);
+    });
+
+    it('in a plugin\u2019s create, at any depth and in keys: nothing is stored', async () => {
+      nul(await t.request('POST', '/api/projects', { body: { key: 'NULPROJ', name: 'bad\u0000name' } }), 'body.name');
+      expect((await t.request('GET', '/api/projects?search=NULPROJ')).body.items).toEqual([]);
+      const connector = { name: 'nul-hook', type: 'workflow_webhook', config: { webhook_url: 'https://example.test/x', nested: [{ 'k\u0000ey': 1 }, { ok: ['fine', 'x\u0000'] }] } };
+      nul(await t.request('POST', '/api/connectors', { body: connector }), 'body.config.nested.1.ok.1', 'body.config.nested.0.k\\u0000ey');
+      expect((await t.request('GET', '/api/connectors')).body).toEqual([]);
+      nul(await t.request('POST', '/api/probe/echo', { body: '"\\u0000"' }), 'body');
+    });
+
+    it('in a PATCH: the record is left as it was', async () => {
+      const created = await t.request('POST', '/api/projects', { body: { key: 'NULPATCH', name: 'Kept', description: 'kept' } });
+      expect(created.status, created.text).toBe(201);
+      nul(await t.request('PATCH', `/api/projects/${created.body.id}`, { body: { name: 'Changed', description: 'a\u0000b' } }), 'body.description');
+      expect((await t.request('GET', `/api/projects/${created.body.id}`)).body).toMatchObject({ name: 'Kept', description: 'kept' });
+    });
+
+    it('in a query value or a path parameter', async () => {
+      nul(await t.request('GET', '/api/projects?search=a%00b'), 'query.search');
+      nul(await t.request('GET', '/api/datasets?limit=10&search=%00'), 'query.search');
+      nul(await t.request('GET', '/api/plugins/probe%00'), 'params.id');
+      nul(await t.request('GET', '/api/statistics/datasets/1/columns/c%00'), 'params.column');
+      expect((await t.request('GET', '/api/projects?search=a%01b')).status).toBe(200);
+    });
+  });
+
+  describe('400: id path parameters are canonical decimal integers', () => {
+    it('refuses every other spelling of an id, naming the parameter, on every kind of route', async () => {
+      const project = await t.request('POST', '/api/projects', { body: { key: 'IDS', name: 'Ids' } });
+      const id = project.body.id as number;
+      expect((await t.request('GET', `/api/projects/${id}`)).status).toBe(200);
+      const spellings = [`0x${id.toString(16)}`, `%20${id}`, `${id}%20`, `${id}e0`, `%2B${id}`, `0${id}`, `${id}.0`, '-1', '0', '9007199254740993', '1e400', 'Infinity'];
+      for (const spelling of spellings) {
+        const res = await t.request('GET', `/api/projects/${spelling}`);
+        expectProblem(res, 400);
+        expect(errorPaths(res), spelling).toEqual(['params.id']);
+      }
+      expectProblem(await t.request('PATCH', `/api/projects/0${id}`, { body: { name: 'x' } }), 400);
+      expect((await t.request('GET', `/api/projects/${id}`)).body.name).toBe('Ids');
+      const member = await t.request('DELETE', `/api/organizations/1/members/0x${adminId.toString(16)}`);
+      expectProblem(member, 400);
+      expect(errorPaths(member)).toEqual(['params.user_id']);
+      const action = await t.request('POST', '/api/connectors/1e0/actions/send_message', { body: {} });
+      expectProblem(action, 400);
+      expect(errorPaths(action)).toEqual(['params.id']);
+      const filter = await t.request('GET', '/api/datasets?project_id=0x1');
+      expectProblem(filter, 400);
+      expect(errorPaths(filter)).toEqual(['query.project_id']);
+      expect((await t.request('GET', `/api/datasets?project_id=${id}`)).status).toBe(200);
+    });
+  });
+
   describe('routing errors', () => {
     it('an unknown route is a 404 problem with a request id', async () => {
       for (const route of ['/api/nothing-here', '/api/probe/nothing', '/not-api']) {
