@@ -10,7 +10,7 @@ import type { Dataset, DatasetColumn, DatasetStore } from './dataset-store.ts';
 import type { DatasetLoader } from './loader.ts';
 import { FILTER_OPERATORS } from './filters.ts';
 import { ROWS_PAGE_MAX, type DatasetCatalog, type DatasetDeletedHook } from './public.ts';
-import { visibilityOf } from './rows-query.ts';
+import { seesPii, visibilityOf } from './rows-query.ts';
 import type { RowPolicies } from './row-policies.ts';
 import { columnName, datasetName, datasetSchema, loadResultSchema, rowsPageSchema } from './schemas.ts';
 import { UPLOAD_TYPES, uploadedFile } from './upload.ts';
@@ -109,7 +109,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
           .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
       },
       responses: { 200: { description: 'The dataset', schema: datasetSchema } },
-      handler: async ({ params, body, orgId, audit }) => {
+      handler: async ({ params, body, orgId, principal, audit }) => {
         const dataset = await store.get(orgId!, params.id as number);
         let columns: DatasetColumn[] | undefined;
         if (body.columns) {
@@ -121,8 +121,18 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
             if (change.description !== undefined) column.description = change.description;
           });
         }
+        // What the flags end as, whatever the order or repetition of the changes asked.
+        const piiChanges = (columns ?? []).filter((c, i) => Boolean(c.pii) !== Boolean(dataset.columns[i].pii)).map((c) => ({ column: c.name, pii: c.pii }));
+        // Unflagging shows the values to everyone who reads the dataset: only someone who may read
+        // them decides that. Flagging only hides more (as creating a dataset with PII columns does).
+        const unflagged = piiChanges.filter((c) => !c.pii).map((c) => c.column);
+        if (unflagged.length && !seesPii(principal!)) {
+          for (const column of unflagged) await audit.record({ action: 'dataset.pii.unflag', outcome: 'failure', targetType: 'dataset', targetId: dataset.id, details: { column, reason: 'lacks datasets.pii.read' } });
+          throw problems.forbidden(`removing the PII flag of ${unflagged.map((c) => `"${c}"`).join(', ')} needs the capability "datasets.pii.read"`);
+        }
         const updated = await store.update(orgId!, dataset.id, { name: body.name, description: body.description, columns });
         await audit.record({ action: 'dataset.update', targetType: 'dataset', targetId: dataset.id, details: { changes: Object.keys(body) } });
+        for (const { column, pii } of piiChanges) await audit.record({ action: pii ? 'dataset.pii.flag' : 'dataset.pii.unflag', targetType: 'dataset', targetId: dataset.id, details: { column } });
         return publicDataset(updated);
       },
     }),

@@ -80,6 +80,47 @@ describe.each(DIALECTS)('dataset export and PII masking (%s)', (dialect) => {
     expect(rows.body.columns.find((c: { name: string }) => c.name === 'email').masked).toBe(false);
   });
 
+  it('lets only holders of datasets.pii.read remove a PII flag; every flag change is audited by column, never with values', async () => {
+    const reader = await t.userToken('editor', 'pii-steward');
+    const group = await t.request('POST', '/api/groups', { body: { name: 'pii stewards', capabilities: ['datasets.pii.read'] } });
+    expect((await t.request('POST', `/api/groups/${group.body.id}/members`, { body: { user_id: reader.id } })).status).toBe(201);
+    const flags = async () => Object.fromEntries((await t.request('GET', `/api/datasets/${datasetId}`)).body.columns.map((c: { name: string; pii: boolean }) => [c.name, c.pii]));
+    const auditOf = async (action: string) => (await t.request('GET', `/api/audit?action=${action}&target=dataset:${datasetId}&limit=500`)).body.items as { outcome: string; actor_username: string; details: Record<string, unknown> }[];
+    const before = await t.request('GET', `/api/datasets/${datasetId}`);
+
+    // An editor without the capability: every way of asking to unflag is refused, and nothing changes.
+    for (const columns of [
+      [{ name: 'email', pii: false }],
+      [{ name: 'age', description: 'years' }, { name: 'email', pii: false, description: 'contact' }],
+      [{ name: 'email', pii: true }, { name: 'email', pii: false }],
+    ]) {
+      const res = await t.request('PATCH', `/api/datasets/${datasetId}`, { token: editor, body: { name: 'renamed_people', columns } });
+      expect(res.status, JSON.stringify(columns)).toBe(403);
+      expect(res.body.detail).toMatch(/datasets\.pii\.read/);
+    }
+    expect((await t.request('GET', `/api/datasets/${datasetId}`)).body).toEqual(before.body);
+    expect((await t.request('GET', `/api/datasets/${datasetId}/rows?limit=1`, { token: editor })).body.rows[0].email).toBe('***');
+    expect((await auditOf('dataset.pii.unflag')).filter((r) => r.outcome === 'failure').length).toBeGreaterThanOrEqual(3);
+    expect(await auditOf('dataset.pii.flag')).toEqual([]);
+    // Asking for the flag it already has is no change.
+    expect((await t.request('PATCH', `/api/datasets/${datasetId}`, { token: editor, body: { columns: [{ name: 'email', pii: true }] } })).status).toBe(200);
+    expect(await auditOf('dataset.pii.flag')).toEqual([]);
+
+    // A holder unflags; the editor may flag again (it only hides more).
+    const unflag = await t.request('PATCH', `/api/datasets/${datasetId}`, { token: reader.token, body: { columns: [{ name: 'email', pii: false }] } });
+    expect(unflag.status, unflag.text).toBe(200);
+    expect((await flags()).email).toBe(false);
+    const [unflagged] = (await auditOf('dataset.pii.unflag')).filter((r) => r.outcome === 'success');
+    expect(unflagged).toMatchObject({ actor_username: 'pii-steward', details: { column: 'email' } });
+    const flag = await t.request('PATCH', `/api/datasets/${datasetId}`, { token: editor, body: { columns: [{ name: 'email', pii: true }, { name: 'name', pii: true }] } });
+    expect(flag.status, flag.text).toBe(200);
+    expect(await flags()).toEqual({ name: true, email: true, age: false, meta: false });
+    const flagged = await auditOf('dataset.pii.flag');
+    expect(flagged.map((r) => r.details.column).sort()).toEqual(['email', 'name']);
+    expect(JSON.stringify(await auditOf('dataset.pii.*'))).not.toMatch(/@example\.test|person \d/);
+    expect((await t.request('PATCH', `/api/datasets/${datasetId}`, { token: reader.token, body: { columns: [{ name: 'name', pii: false }] } })).status).toBe(200);
+  });
+
   it('audits exports', async () => {
     const audit = await t.request('GET', `/api/audit?action=dataset.export&target=dataset:${datasetId}`);
     expect(audit.body.items.length).toBeGreaterThanOrEqual(2);
