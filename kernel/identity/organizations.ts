@@ -45,8 +45,14 @@ export class OrganizationDirectory {
       .execute()) as { user_id: number; username: string; email: string; role: string; joined_at: string }[];
   }
 
-  async addMember(orgId: number, userId: number): Promise<void> {
-    const user = await this.storage.db.selectFrom('users').select('id').where('id', '=', userId).executeTakeFirst();
+  /**
+   * Adds a user to an organization. `homeOnly` (everyone but platform admins) admits only users
+   * whose home organization (`default_org_id`) it is; any other id — another organization's user
+   * or no user at all — gets the very same 404, so ids cannot be probed.
+   */
+  async addMember(orgId: number, userId: number, { homeOnly }: { homeOnly: boolean }): Promise<void> {
+    const user = await this.storage.db.selectFrom('users').select(['id', 'default_org_id']).where('id', '=', userId).executeTakeFirst();
+    if (homeOnly && user?.default_org_id !== orgId) throw problems.notFound(`no user ${userId} whose home organization is ${orgId}; only a platform admin adds users of other organizations`);
     if (!user) throw problems.notFound(`no user ${userId}`);
     if (await this.isMember(orgId, userId)) throw problems.conflict(`user ${userId} is already a member of organization ${orgId}`);
     await this.storage.db.insertInto('organization_members').values({ org_id: orgId, user_id: userId, created_at: this.storage.now() }).execute();

@@ -70,14 +70,14 @@ export default definePlugin({
         defineRoute({
           method: 'post',
           path: '/{id}/members',
-          summary: 'Add a member (org.admin of that organization)',
+          summary: 'Add a member (org.admin of that organization: a user whose home organization it is; platform admins: any user)',
           security: 'bearer',
           request: { params: orgIdParams, body: z.object({ user_id: z.number().int().positive() }) },
           responses: { 201: { description: 'Added', schema: z.object({ org_id: z.number().int(), user_id: z.number().int() }) } },
           handler: async ({ params, body, principal, audit }) => {
             const id = params.id as number;
             await administer(principal!, id);
-            await organizations.addMember(id, body.user_id);
+            await organizations.addMember(id, body.user_id, { homeOnly: !principal!.isPlatformAdmin });
             await audit.record({ action: 'organization.member.add', targetType: 'user', targetId: body.user_id, orgId: id });
             return reply(201, { org_id: id, user_id: body.user_id });
           },

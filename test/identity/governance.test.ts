@@ -174,7 +174,9 @@ describe.each(DIALECTS)('governance (%s)', (dialect) => {
       await addToGroup(org, await newGroup(org, ['org.admin']), orgAdmin.id);
       // The org admin of `org` is a plain member of organization 1.
       expect((await t.request('POST', '/api/organizations/1/members', { body: { user_id: orgAdmin.id } })).status).toBe(201);
-      const newcomer = await newUser(1);
+      // A user whose home organization is `org`, not (or no longer) a member of it.
+      const newcomer = await newUser(org);
+      expect((await t.request('DELETE', `/api/organizations/${org}/members/${newcomer.id}`)).status).toBe(204);
       const plainMember = await newUser(org);
 
       const add = await t.request('POST', `/api/organizations/${org}/members`, { token: orgAdmin.token, body: { user_id: newcomer.id } });
@@ -203,8 +205,42 @@ describe.each(DIALECTS)('governance (%s)', (dialect) => {
       // Organization 1 is unchanged by the refused calls.
       const one = await t.request('GET', '/api/organizations/1/members');
       const ids = one.body.map((m: { user_id: number }) => m.user_id);
-      expect(ids).toContain(newcomer.id);
+      expect(ids).toContain(orgAdmin.id);
       expect(ids).not.toContain(plainMember.id);
+      expect(ids).not.toContain(newcomer.id);
+    });
+
+    it('an org admin adds only users whose home organization it is, refusing others exactly as ids that do not exist; a platform admin adds anyone', async () => {
+      const org = await newOrganization();
+      const orgAdmin = await newUser(org);
+      await addToGroup(org, await newGroup(org, ['org.admin']), orgAdmin.id);
+      const elsewhere = await newOrganization();
+      const foreign = await newUser(elsewhere);
+      const ofOrgOne = await newUser(1);
+      const missing = (await t.kernel.storage.db.selectFrom('users').select(t.kernel.storage.db.fn.max('id').as('id')).executeTakeFirstOrThrow()).id as number + 1000;
+      const members = async () => (await t.request('GET', `/api/organizations/${org}/members`)).body.map((m: { user_id: number }) => m.user_id);
+      const before = await members();
+
+      /** The answer with what may differ taken out: the request id, and the id asked for. */
+      const refusal = async (userId: number) => {
+        const res = await t.request('POST', `/api/organizations/${org}/members`, { token: orgAdmin.token, body: { user_id: userId } });
+        const { request_id: _requestId, ...body } = res.body;
+        return { status: res.status, type: res.headers.get('content-type'), body: JSON.parse(JSON.stringify(body).replaceAll(String(userId), '<id>')) };
+      };
+      const answers = await Promise.all([foreign.id, ofOrgOne.id, adminId, missing].map(refusal));
+      expect(answers[0].status).toBe(404);
+      for (const answer of answers) expect(answer).toEqual(answers[0]);
+      expect(await members()).toEqual(before);
+      const audit = await t.request('GET', `/api/audit?action=organization.member.add&target=user:${foreign.id}`);
+      expect(audit.body.items).toEqual([]);
+
+      // A platform admin keeps adding users of any organization (and gets the plain 404 for none).
+      expect((await t.request('POST', `/api/organizations/${org}/members`, { body: { user_id: foreign.id } })).status).toBe(201);
+      expect(await members()).toContain(foreign.id);
+      const none = await t.request('POST', `/api/organizations/${org}/members`, { body: { user_id: missing } });
+      expect(none.status).toBe(404);
+      // Once a member, the org admin may remove them again (membership is theirs to govern).
+      expect((await t.request('DELETE', `/api/organizations/${org}/members/${foreign.id}`, { token: orgAdmin.token })).status).toBe(204);
     });
   });
 

@@ -473,10 +473,12 @@ describe.each(DIALECTS)('personal access tokens (%s)', (dialect) => {
       expect((await t.request('DELETE', `/api/auth/tokens/admin/${outsiderPat.id}`, { token: orgAdmin.token })).status).toBe(404);
       expect((await me(outsiderPat.token)).status).toBe(200);
 
-      // Adding organization 1's member to their own organization gives the outsider no hold on the
-      // member's tokens: an organization governs the tokens of those whose home organization it is.
+      // The outsider cannot adopt organization 1's member (only a platform admin adds users of other
+      // organizations), and even once one has, the outsider gets no hold on the member's tokens: an
+      // organization governs the tokens of those whose home organization it is.
       const adopted = await t.request('POST', `/api/organizations/${orgId}/members`, { token: outsider, body: { user_id: member.id } });
-      expect(adopted.status, adopted.text).toBe(201);
+      expect(adopted.status, adopted.text).toBe(404);
+      expect((await t.request('POST', `/api/organizations/${orgId}/members`, { body: { user_id: member.id } })).status).toBe(201);
       expect((await t.request('GET', '/api/auth/tokens/admin', { token: outsider })).body.map((x: { id: number }) => x.id)).not.toContain(memberToken.id);
       expect((await t.request('DELETE', `/api/auth/tokens/admin/${memberToken.id}`, { token: outsider })).status).toBe(404);
       expect((await me(memberToken.token)).status).toBe(200);
