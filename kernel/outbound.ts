@@ -65,8 +65,14 @@ export class OutboundHttp {
    * The addresses a host may be reached at, refusing a private, loopback or link-local one unless
    * allowed: for connections that are not HTTP (databases). Connect to the answer, not the name.
    */
-  async resolve(host: string): Promise<string[]> {
-    const addresses = net.isIP(host) ? [host] : (await dns.promises.lookup(host, { all: true })).map((a) => a.address);
+  async resolve(target: string): Promise<string[]> {
+    const host = target.replace(/^\[(.*)\]$/, '$1'); // an IPv6 literal as written in a URL: [::1]
+    let addresses: string[];
+    try {
+      addresses = net.isIP(host) ? [host] : (await dns.promises.lookup(host, { all: true })).map((a) => a.address);
+    } catch (err) {
+      throw new OutboundFailedError(`${host} could not be resolved: ${(err as NodeJS.ErrnoException).code ?? 'lookup failed'}`);
+    }
     const reason = addresses.map((address) => this.refusal(host, address)).find(Boolean);
     if (reason) throw new OutboundRefusedError(reason);
     return addresses;

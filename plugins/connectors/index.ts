@@ -76,7 +76,7 @@ export default definePlugin({
      * secret would be sent to the new target, so it must be given again.
      */
     const validConfig = (type: ConnectorType, config: Record<string, unknown>, previous?: Record<string, unknown>) => {
-      const masked = previous ? Object.keys(config).filter((k) => config[k] === SECRET_MASK && previous[k] !== undefined) : [];
+      const masked = previous ? Object.keys(config).filter((k) => config[k] === SECRET_MASK && Object.hasOwn(previous, k) && previous[k] !== undefined) : [];
       const merged = { ...config, ...Object.fromEntries(masked.map((k) => [k, previous![k]])) };
       const parsed = type.config.safeParse(store.open(merged));
       if (!parsed.success) throw problems.badRequest(`invalid config for ${type.type}: ${parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`).join('; ')}`, fieldErrorsOf(parsed.error.issues, 'body.config'));
@@ -210,7 +210,8 @@ export default definePlugin({
           handler: async ({ params, body, orgId, principal, audit }) => {
             const row = await store.get(orgId!, params.id);
             const type = typeOf(row);
-            const action = type.actions[params.action];
+            // Own actions only: `__proto__`, `constructor` or `toString` name no action of the type.
+            const action = Object.hasOwn(type.actions, params.action) ? type.actions[params.action] : undefined;
             if (!action) throw problems.notFound(`connector type ${type.type} has no action "${params.action}" (it has: ${Object.keys(type.actions).join(', ')})`);
             const args = action.args.safeParse(body);
             if (!args.success) throw problems.badRequest(`invalid arguments for ${params.action}`, fieldErrorsOf(args.error.issues, 'body'));

@@ -191,7 +191,8 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
           if (unknown !== undefined) throw problems.unprocessable(`row ${index}: "${unknown}" is not a column of the dataset`, [{ path: `body.${index}.${unknown}`, message: 'unknown column' }]);
           return columns.map((c) => {
             try {
-              return parseJsonValue(c.type, object[c.name]);
+              // Own keys only: a column named `constructor` or `toString` missing from the row is null.
+              return parseJsonValue(c.type, Object.hasOwn(object, c.name) ? object[c.name] : undefined);
             } catch (err) {
               if (err instanceof ValueError) throw problems.unprocessable(`row ${index}, column "${c.name}": ${err.message}`, [{ path: `body.${index}.${c.name}`, message: err.message }]);
               throw err;

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { DIALECTS, startTestKernel, type TestKernel } from '../harness/index.ts';
+import { DIALECTS, startTestKernel, type TestKernel, type TestResponse } from '../harness/index.ts';
 
 interface Received {
   method: string;
@@ -336,6 +336,68 @@ describe.each(DIALECTS)('connectors (%s)', (dialect) => {
     await t.request('POST', `/api/connectors/${created.body.id}/actions/send_message`, { body: { recipient: '+33612345678', text: 'again' } });
     expect(peer.received.at(-1)!.headers.authorization).toBe(`Bearer ${TOKEN}`);
     expect(logs.join('\n')).not.toContain(TOKEN);
+  });
+
+  it('answers an action name that is not the type\u2019s own action (Object.prototype\u2019s names included) with a 404 problem', async () => {
+    const hook = (await createWebhook()).body;
+    const provider = (await t.request('POST', '/api/connectors', { body: { name: 'proto-sms', type: 'messaging_provider', config: { base_url: peer.url, sender: 'shop', token: TOKEN } } })).body;
+    const database = (await t.request('POST', '/api/connectors', { body: { name: 'proto-pg', type: 'postgresql', config: { host: 'db.example.test', database: 'd', user: 'u' } } })).body;
+    const count = peer.received.length;
+    for (const connector of [hook, provider, database]) {
+      for (const name of ['__proto__', 'constructor', 'toString', 'hasOwnProperty', 'valueOf', '__defineGetter__', 'isPrototypeOf', 'no_such_action']) {
+        const res = await t.request('POST', `/api/connectors/${connector.id}/actions/${name}`, { body: {} });
+        expect(res.status, `${connector.type} ${name}: ${res.text}`).toBe(404);
+        expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+        expect(res.body.detail).toContain(`no action "${name}"`);
+      }
+    }
+    expect(peer.received.length).toBe(count);
+    // A config key named after Object.prototype is no stored secret to keep: refused as an unknown field.
+    const patched = await t.request('PATCH', `/api/connectors/${provider.id}`, { body: { config: { base_url: `${peer.url}/v2`, sender: 'shop', token: TOKEN, constructor: '********' } } });
+    expect(patched.status, patched.text).toBe(400);
+    expect(patched.body.errors.map((e: { path: string }) => e.path)).toEqual(['body.config']);
+  });
+
+  it('answers a host that does not resolve with a 502 and an IPv6 literal of a private range with a 422, on every connector type', async () => {
+    const create = async (type: string, config: Record<string, unknown>) => {
+      const res = await strict.request('POST', '/api/connectors', { body: { name: `${type}-${Math.random().toString(36).slice(2, 8)}`, type, config } });
+      expect(res.status, res.text).toBe(201);
+      return res.body.id as number;
+    };
+    const act = (id: number, action: string, body: unknown) => strict.request('POST', `/api/connectors/${id}/actions/${action}`, { body });
+    const problem = (res: TestResponse, status: number, detail: RegExp) => {
+      expect(res.status, res.text).toBe(status);
+      expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(res.body.detail).toMatch(detail);
+    };
+    const unresolvable = /no-such-host\.invalid could not be (resolved|reached)/;
+    const refused = /private, loopback or link-local/;
+
+    problem(await act(await create('workflow_webhook', { webhook_url: 'http://no-such-host.invalid/hook' }), 'send_message', { message: 'x' }), 502, unresolvable);
+    const sms = await create('messaging_provider', { base_url: 'http://no-such-host.invalid', sender: 'shop', token: TOKEN });
+    problem(await act(sms, 'send_message', { recipient: '+33612345678', text: 'x' }), 502, unresolvable);
+    expect((await strict.request('POST', `/api/connectors/${sms}/test`)).body).toMatchObject({ ok: false, message: expect.stringMatching(unresolvable) });
+
+    for (const config of [{ host: 'no-such-host.invalid', database: 'd', user: 'u' }, { url: 'postgres://u:p@no-such-host.invalid:5432/d' }]) {
+      const id = await create('postgresql', config);
+      problem(await act(id, 'list_tables', {}), 502, unresolvable);
+      const tested = await strict.request('POST', `/api/connectors/${id}/test`);
+      expect(tested.status, tested.text).toBe(200);
+      expect(tested.body).toMatchObject({ ok: false, message: expect.stringMatching(unresolvable) });
+    }
+    for (const literal of ['[::1]', '::1', '[::ffff:127.0.0.1]', '[fe80::1]', '[fd00::5]', '[::]']) {
+      const ids = [await create('postgresql', { host: literal, database: 'd', user: 'u' })];
+      if (literal.startsWith('[')) {
+        ids.push(await create('postgresql', { url: `postgres://u:p@${literal}:5432/d` }));
+        const url = `http://${literal}:8080/x`;
+        problem(await act(await create('workflow_webhook', { webhook_url: url }), 'send_message', { message: 'x' }), 422, refused);
+        problem(await act(await create('messaging_provider', { base_url: url, sender: 'shop', token: TOKEN }), 'send_message', { recipient: '+33612345678', text: 'x' }), 422, refused);
+      }
+      for (const id of ids) {
+        problem(await act(id, 'list_tables', {}), 422, refused);
+        expect((await strict.request('POST', `/api/connectors/${id}/test`)).body, literal).toMatchObject({ ok: false, message: expect.stringMatching(refused) });
+      }
+    }
   });
 
   it('lets viewers see connectors but not change or use them', async () => {

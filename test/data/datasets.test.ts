@@ -641,6 +641,16 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
       ]);
     });
 
+    it('reads only a row\u2019s own keys: columns named after Object.prototype members are null when missing', async () => {
+      const proto = await h.createDataset(projectId, [{ name: 'constructor', type: 'string' }, { name: 'toString', type: 'integer' }, { name: '__proto__', type: 'json' }, { name: 'v', type: 'string' }]);
+      const res = await h.appendJson(proto.id, [{ v: 'only v' }, { constructor: 'c', toString: 7, v: 'all' }]);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      // JSON.parse: in an object literal, `__proto__:` would set the prototype instead of a key.
+      expect(await h.allRows(proto.id)).toEqual(
+        JSON.parse('[{"constructor":null,"toString":null,"__proto__":null,"v":"only v"},{"constructor":"c","toString":7,"__proto__":null,"v":"all"}]'),
+      );
+    });
+
     it('refuses unknown keys and wrong types naming the row and column, appending nothing', async () => {
       const before = await h.snapshot(ds.id);
       expect(before.row_count).toBe(3);
