@@ -91,8 +91,11 @@ const QUOTE_ERRORS: Record<string, string> = {
  * The parser pauses the upload while a batch is being stored, so memory does not follow file size.
  */
 export async function* readCsv(source: Readable, limitBytes: number): AsyncGenerator<CsvBatch> {
+  // The upload's own failure (a multipart form without its closing boundary, a client gone): a 400 about the body.
+  const unreadable = (err: Error) => problems.badRequest(`the request body could not be read to its end: ${err.message}`, [{ path: 'body', message: err.message }]);
+  if (source.errored) throw unreadable(source.errored);
   const decoded = source.pipe(strictUtf8(limitBytes));
-  source.on('error', (err) => decoded.destroy(err));
+  source.on('error', (err) => decoded.destroy(unreadable(err)));
   const queue: (CsvBatch | Error)[] = [];
   let finished = false;
   let wake: (() => void) | null = null;

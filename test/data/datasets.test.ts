@@ -275,6 +275,23 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
       ]);
     });
 
+    it('refuses U+0000 in JSON values and in an inferred column as it does in text, leaving the dataset as it was', async () => {
+      const ds = await h.createDataset(projectId, [{ name: 'j', type: 'json' }]);
+      expect((await h.upload(ds.id, 'j\n"{""a"":""\\\\u0000 is text""}"\n')).status).toBe(200); // an escaped backslash, not a NUL
+      const before = await h.snapshot(ds.id);
+      for (const json of ['"{""a"":""x\\u0000""}"', '"{""k\\u0000"":1}"', '"[[""\\u0000""]]"']) {
+        const res = await h.upload(ds.id, `j\n{}\n${json}\n`);
+        expect(res.status, json).toBe(422);
+        expect(res.body.detail).toMatch(/line 3\b.*"j".*NUL/);
+      }
+      expect(await h.snapshot(ds.id)).toEqual(before);
+      const empty = await h.createDataset(projectId);
+      const inferred = await h.upload(empty.id, 'n,t\n1,a\n2,b\u0000\n');
+      expect(inferred.status).toBe(422);
+      expect(inferred.body.detail).toMatch(/line 3\b.*"t".*NUL/);
+      expect((await t.request('GET', `/api/datasets/${empty.id}`)).body).toMatchObject({ row_count: 0, version: 1, columns: [] });
+    });
+
     it('keeps quoted line breaks and commas, and takes a quote inside an unquoted field as text', async () => {
       const ds = await h.createDataset(projectId, [{ name: 's', type: 'string' }, { name: 'i', type: 'integer' }]);
       const res = await h.upload(ds.id, 's,i\r\n"two\r\nlines, one comma",1\r\nhe said "hi",2\r\n"""quoted""",3\r\n');
@@ -503,6 +520,20 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
         await expectUnchanged();
       });
 
+      it('a NUL character in a value: 422 naming the line and column', async () => {
+        const plain = await h.upload(ds.id, 's,i\na,1\nb\u0000c,2\nd,3\n', mode);
+        expect(plain.status).toBe(422);
+        expect(plain.body.detail).toMatch(/line 3\b.*"s".*NUL/);
+        const quoted = await h.upload(ds.id, 's,i\n"multi\nline",1\n"x\u0000",2\n', mode);
+        expect(quoted.status).toBe(422);
+        expect(quoted.body.detail).toMatch(/line 4\b.*"s"/);
+        const lines = ['s,i', ...Array.from({ length: 4500 }, (_, k) => `r${k},${k}`), 'nul\u0000,1'];
+        const late = await h.upload(ds.id, `${lines.join('\n')}\n`, mode);
+        expect(late.status).toBe(422);
+        expect(late.body.detail).toMatch(/line 4502\b.*"s"/);
+        await expectUnchanged();
+      });
+
       it('an empty body or a header-only problem: 400/422', async () => {
         const empty = await h.upload(ds.id, '', mode);
         expect(empty.status).toBe(400);
@@ -512,6 +543,36 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
         expect(dupHeader.status).toBe(422);
         expect(dupHeader.body.detail).toContain('"s"');
         await expectUnchanged();
+      });
+
+      it('a multipart body cut short or malformed: 400 naming the body, never a 500 or a crash', async () => {
+        const boundary = 'cut-here-42';
+        const part = (name: string, filename = 'rows.csv') => `--${boundary}\r\nContent-Disposition: form-data; name="${name}"; filename="${filename}"\r\nContent-Type: text/csv\r\n\r\n`;
+        const post = (body: string, contentType = `multipart/form-data; boundary=${boundary}`) =>
+          t.request('POST', `/api/datasets/${ds.id}/data?mode=${mode}`, { body, headers: { 'content-type': contentType } });
+        const bodies = {
+          'no closing boundary': `${part('file')}s,i\nx,10\ny,11\n`,
+          'cut mid-CSV': `${part('file')}s,i\nx,10\ny,1`,
+          'cut inside a quoted field': `${part('file')}s,i\n"x,10\ny,11\n`,
+          'cut in a part header': `--${boundary}\r\nContent-Disposition: form-da`,
+          'no file field, cut short': `${part('other')}s,i\nx,10\n`,
+          'no file field': `${part('other')}s,i\nx,10\n\r\n--${boundary}--\r\n`,
+          'an empty body': '',
+        };
+        for (const [what, body] of Object.entries(bodies)) {
+          const res = await post(body);
+          expect(res.status, what).toBe(400);
+          expect(res.body.errors?.[0]?.path, what).toMatch(/^body/);
+        }
+        const noBoundary = await post(`${part('file')}s,i\nx,10\n\r\n--${boundary}--\r\n`, 'multipart/form-data');
+        expect(noBoundary.status).toBe(400);
+        expect(noBoundary.body.detail).toMatch(/boundary/i);
+        // A long file whose form breaks off after many batches were stored.
+        const long = ['s,i', ...Array.from({ length: 5000 }, (_, k) => `r${k},${k}`)].join('\n');
+        const late = await post(`${part('file')}${long}\n`);
+        expect(late.status).toBe(400);
+        expect(late.body.detail).toMatch(/Unexpected end of form/);
+        await expectUnchanged(); // and the server still answers
       });
 
       it('a wrong content type: 415', async () => {
