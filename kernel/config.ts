@@ -51,8 +51,11 @@ export const settingsSchema = z.object({
   JWT_EXPIRE_MINUTES: integer(60, 1),
   PAT_HASH_KEY: optionalSecret,
   VAULT_KEY: optionalSecret,
+  /** Bytes of values one governed SQL result may carry; past it the result is truncated. */
+  SQL_MAX_RESULT_BYTES: integer(16 * 1024 * 1024, 1024),
   OUTBOUND_ALLOWED_HOSTS: list(),
   OUTBOUND_TIMEOUT_MS: integer(10_000, 1),
+  DATA_QUALITY_TIMEOUT_MS: z.coerce.number().int().min(1).max(300_000).default(30_000),
   PAT_MAX_PER_USER: integer(20, 1),
   PAT_RATE_LIMIT_PER_MIN: integer(0),
   CORS_ALLOWED_ORIGINS: list(),

@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import { sql } from 'kysely';
+import { compileRegexp } from './sqlite-regexp.mjs';
 import { ROW_ID, inlineParameters, quoteIdentifier as quote, sqlLiteral, type DataColumn, type DataColumnType, type DataTables } from './data-tables.ts';
 
 const SQLITE_TYPES: Record<DataColumnType, string> = {
@@ -12,7 +13,7 @@ const SQLITE_TYPES: Record<DataColumnType, string> = {
   json: 'text',
 };
 
-const physical = (orgId: number, table: string) => `org_${orgId}__${table}`;
+export const physical = (orgId: number, table: string) => `org_${orgId}__${table}`;
 
 /** Parameters one statement may bind (SQLite's own limit is 32766). */
 const MAX_PARAMETERS = 30_000;
@@ -79,8 +80,17 @@ export const createSqliteDataTables = (database: Database.Database): DataTables 
     const compiled = fragment.compile(db);
     return inlineParameters(compiled.sql, compiled.parameters, /^\?/, (value) => sqlLiteral(value, ['1', '0']));
   },
-  // `regexp` is registered on the connection by the SQLite adapter (JavaScript regular expressions).
+  // `regexp` is registered on the connection by the SQLite adapter: RE2, compiled by `compileRegexp`.
   matches: (expression, pattern) => sql<boolean>`regexp(${pattern}, ${expression})`,
+  async patternError(_db, pattern) {
+    try {
+      compileRegexp(pattern);
+      return null;
+    } catch (err) {
+      return (err as Error).message;
+    }
+  },
+  withStatementTimeout: (db, _timeoutMs, work) => work(db),
   decode(type, value) {
     if (value === null || value === undefined) return null;
     if (type === 'json') return JSON.parse(value as string);

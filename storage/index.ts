@@ -1,13 +1,14 @@
 import path from 'node:path';
 import { openPostgresStorage } from './postgres.ts';
 import { openSqliteStorage } from './sqlite.ts';
-import type { Storage } from './types.ts';
+import type { Storage, StorageOptions } from './types.ts';
 
-export type { Storage, TableSnapshot, PortableColumnTypes, TrackedTable } from './types.ts';
+export type { Storage, StorageOptions, TableSnapshot, PortableColumnTypes, TrackedTable } from './types.ts';
 export { containsText } from './text-search.ts';
-export { POSTGRES_COLUMN_TYPES } from './postgres-read-only.ts';
-export { parseSelect, SelectRefusedError, type SelectStatement, type TableUse } from './select-statement.ts';
-export { QueryRejectedError, QueryTimeoutError, type ReadOnlyQuery, type ReadOnlyResult } from './read-only-query.ts';
+export { POSTGRES_COLUMN_TYPES, governedRolePrefix } from './postgres-governed.ts';
+export { parsePostgresSelect } from './postgres-select.ts';
+export { SelectRefusedError, type GovernedSelect } from './select-statement.ts';
+export { GovernedSqlUnavailableError, QueryRejectedError, QueryTimeoutError, type GovernedDataset, type ReadOnlyQuery, type ReadOnlyResult } from './read-only-query.ts';
 export { DATA_COLUMN_TYPES, quoteIdentifier, ROW_ID, type DataColumn, type DataColumnType, type DataTables } from './data-tables.ts';
 export { Migrator, type Migration, type MigrationContext, type MigrationSource, type MigrationStep } from './migrator.ts';
 
@@ -15,10 +16,10 @@ export { Migrator, type Migration, type MigrationContext, type MigrationSource, 
  * Opens the adapter a `DATABASE_URL` names: unset or `sqlite:PATH` is SQLite (PATH relative to the
  * working directory; default `<dataDir>/platform.db`), `postgres://` or `postgresql://` is Postgres.
  */
-export function openStorage(databaseUrl: string | undefined, dataDir: string): Storage {
+export function openStorage(databaseUrl: string | undefined, dataDir: string, options: StorageOptions = {}): Storage {
   if (!databaseUrl) return openSqliteStorage(path.join(dataDir, 'platform.db'));
   if (databaseUrl.startsWith('sqlite:')) return openSqliteStorage(databaseUrl.slice('sqlite:'.length) || path.join(dataDir, 'platform.db'));
-  if (/^postgres(ql)?:\/\//.test(databaseUrl)) return openPostgresStorage(databaseUrl);
+  if (/^postgres(ql)?:\/\//.test(databaseUrl)) return openPostgresStorage(databaseUrl, options);
   throw new Error(`unsupported database URL scheme in "${databaseUrl.split(':')[0]}:" (use sqlite:PATH or postgres://…)`);
 }
 

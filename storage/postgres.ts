@@ -3,8 +3,10 @@ import { Kysely, PostgresDialect, sql, type CreateTableBuilder } from 'kysely';
 import { changeEvents, checkCounterName, CREATE_COUNTERS_TABLE, isLastCounterGone, FreshSharedRead } from './change-counters.ts';
 import { quoteIdentifier } from './data-tables.ts';
 import { createPostgresDataTables } from './data-tables-postgres.ts';
-import { runPostgresReadOnly } from './postgres-read-only.ts';
-import type { Storage, TableSnapshot } from './types.ts';
+import { isPostgresConnectionLost, superviseConnections } from './postgres-connections.ts';
+import { PostgresGovernedRunner } from './postgres-governed.ts';
+import { parsePostgresGovernedSelect } from './postgres-select.ts';
+import type { Storage, StorageOptions, TableSnapshot } from './types.ts';
 
 const OID = { int8: 20, date: 1082, timestamp: 1114, timestamptz: 1184 } as const;
 // An arbitrary constant: every instance sharing the database contends for the same advisory lock.
@@ -35,12 +37,13 @@ export function redactUrl(url: string): string {
 }
 
 /** Postgres adapter over a pg pool. Platform tables live in the connection's default schema. */
-export function openPostgresStorage(connectionString: string, poolSize = 10): Storage {
+export function openPostgresStorage(connectionString: string, options: StorageOptions = {}, poolSize = 10): Storage {
   const pool = new pg.Pool({ connectionString, max: poolSize, types: poolTypes });
-  // An idle client whose connection the server ends (restart, failover) emits 'error' on the pool;
-  // unhandled it would crash the process. pg drops that client and the next query opens a new one.
-  pool.on('error', () => undefined);
+  // A connection the server ends (restart, failover, pg_terminate_backend), idle or busy, must not
+  // end the process: the statement fails, pg drops the client and the next query opens a new one.
+  const connections = superviseConnections(pool);
   const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
+  const governed = new PostgresGovernedRunner(pool, connectionString, options.secretKey, poolTypes);
   const counterReads = new Map<string, FreshSharedRead<number>>();
   const readCounter = async (counter: string) => {
     const result = await pool.query<{ value: number }>({ name: 'change_counter', text: 'select value from change_counters where name = $1', values: [counter] });
@@ -133,13 +136,19 @@ export function openPostgresStorage(connectionString: string, poolSize = 10): St
       for (const i of indexes.rows) byTable.get(i.tablename)?.indexes.push(i.indexname);
       return [...byTable.values()].sort((a, b) => a.name.localeCompare(b.name));
     },
-    sqlDialect: 'PostgresQL',
-    runReadOnly: (query) => runPostgresReadOnly(pool, query),
+    parseGovernedSelect: parsePostgresGovernedSelect,
+    runReadOnly: (query) => governed.run(query),
     isUniqueViolation: (err) => (err as { code?: unknown })?.code === '23505',
+    isConnectionLost: isPostgresConnectionLost,
     async ping() {
       await sql`select 1`.execute(db);
     },
+    cancelRunning: async () => {
+      await Promise.all([connections.cancelRunning(), governed.cancelRunning()]);
+    },
     async close() {
+      // pg's pool ends once every client is back: stop the statements that would keep one out.
+      await Promise.all([governed.close(), connections.cancelRunning()]);
       await db.destroy();
     },
   };

@@ -1,24 +1,57 @@
-/** A query run by the governed SQL path: one read-only statement, bounded in rows and time. */
+import { quoteIdentifier } from './data-tables.ts';
+
+/** One dataset a governed statement reads, as the caller may see it. */
+export interface GovernedDataset {
+  /** The name the statement reads it by: a query of that name is placed before the statement. */
+  name: string;
+  /** The dataset's table within the organization's namespace (`ds_<id>`). */
+  table: string;
+  /** Every column in table order; a `masked` one reads as `mask` and its values are never read. */
+  columns: { name: string; masked: boolean }[];
+  /** The caller's row-policy condition as SQL text with literals, or null for every row. */
+  rowFilter: string | null;
+}
+
+/**
+ * A statement written by a user (governed SQL): one read-only SELECT over datasets of one
+ * organization, bounded in rows, bytes and time. The adapter runs it with only that
+ * organization's datasets reachable, whatever the text says.
+ */
 export interface ReadOnlyQuery {
+  /** The statement as checked by `parseGovernedSelect` (no trailing semicolon). */
   sql: string;
   /** Values of `$1`, `$2`, … in order. */
   params: unknown[];
+  orgId: number;
+  /** The datasets the statement names, each readable only as described. */
+  datasets: GovernedDataset[];
+  /** Text a masked value reads as. */
+  mask: string;
   /** At most this many rows come back; one more is read to tell whether the result was truncated. */
   limit: number;
+  /** At most about this many bytes of values come back; past it the result is truncated. */
+  maxBytes: number;
   timeoutMs: number;
 }
 
 export interface ReadOnlyResult {
   columns: { name: string; type: string }[];
   rows: unknown[][];
-  truncated: boolean;
+  /** Null when every row came back; otherwise which bound stopped it. */
+  truncated: 'row_limit' | 'byte_limit' | null;
 }
 
 /** The statement ran past its time limit and was stopped. */
 export class QueryTimeoutError extends Error {}
 
-/** The database refused the statement (syntax, unknown column, …): the caller's mistake. */
+/** The database (or its compiled plan) refused the statement: the caller's mistake, with a message saying why. */
 export class QueryRejectedError extends Error {}
+
+/**
+ * Governed SQL cannot run here now (e.g. the database user may not create the roles it runs
+ * under); not the caller's fault.
+ */
+export class GovernedSqlUnavailableError extends Error {}
 
 /** The portable column type of a result column from its values (SQLite reports no types). */
 export function typeFromValues(values: unknown[]): string {
@@ -29,3 +62,25 @@ export function typeFromValues(values: unknown[]): string {
   if (present.every((v) => typeof v === 'boolean')) return 'boolean';
   return 'string';
 }
+
+/**
+ * The WITH clause placed before a governed statement: one query per dataset it reads, named as the
+ * statement names it, reading only what the caller may see of the table.
+ */
+export function datasetQueries(query: ReadOnlyQuery, tableRef: (table: string) => string, materializeFiltered: boolean): string {
+  if (!query.datasets.length) return '';
+  const queries = query.datasets.map((dataset) => {
+    const columns = dataset.columns.map((c) => (c.masked ? `cast(${sqlText(query.mask)} as text) as ${quoteIdentifier(c.name)}` : quoteIdentifier(c.name)));
+    const where = [columns.length ? null : '1 = 0', dataset.rowFilter].filter(Boolean);
+    // A filtered dataset is read once into its query's result, so that a plan reading its table a
+    // second time (the table named directly, around the filter) shows and is refused.
+    const materialized = materializeFiltered && dataset.rowFilter ? 'materialized ' : '';
+    return `${quoteIdentifier(dataset.name)} as ${materialized}(select ${columns.length ? columns.join(', ') : 'null as no_columns'} from ${tableRef(dataset.table)}${where.length ? ` where ${where.join(' and ')}` : ''})`;
+  });
+  return `with ${queries.join(', ')} `;
+}
+
+/** The statement as a subquery named `governed_query`; a line break ends a trailing `--` comment. */
+export const asSubquery = (statement: string) => `(\n${statement}\n) as governed_query`;
+
+const sqlText = (text: string) => `'${text.replace(/'/g, "''")}'`;

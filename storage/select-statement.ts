@@ -1,50 +1,38 @@
-import nodeSqlParser from 'node-sql-parser';
-
-const parser = new nodeSqlParser.Parser();
-
 /** A read-only query refused before it reaches a database; the message says why. */
 export class SelectRefusedError extends Error {}
 
-/** One table the statement names: how it uses it (`select`, …), its schema (`null` when unqualified) and name. */
-export interface TableUse {
-  kind: string;
-  schema: string;
-  table: string;
+/** A statement admitted for governed SQL, and the names of the tables it may read. */
+export interface GovernedSelect {
+  /** The statement's own text, without a trailing semicolon. */
+  sql: string;
+  /**
+   * `exact`: the tables it reads beyond its own WITH queries, as the database resolves them (each
+   * must be a dataset). Otherwise the names it might read (every identifier it spells): those that
+   * are datasets are offered to it, the rest mean nothing, and the compiled statement decides.
+   */
+  relations: string[];
+  exact: boolean;
 }
 
-export interface SelectStatement {
-  /** The text without leading comments and a trailing semicolon. */
-  sql: string;
-  /** node-sql-parser's tree of the SELECT. */
-  ast: Record<string, unknown>;
-  tables: TableUse[];
-}
+/** Most distinct names taken from one statement. */
+const MAX_NAMES = 1000;
+/** An unquoted identifier, or one quoted SQLite's ways: "…", `…`, […]. */
+const IDENTIFIER = /"((?:[^"]|"")*)"|`((?:[^`]|``)*)`|\[([^\]]*)\]|([\p{L}_][\p{L}\p{N}_$]*)/gu;
 
 /**
- * Parses `text` as exactly one read-only SELECT (WITH allowed) in the dialect: several
- * statements, any other statement, SELECT INTO or a writing statement inside it are refused with
- * a SelectRefusedError. Shared by governed SQL and the postgresql connector's import query.
+ * Governed SQL on SQLite has no text check of its own: no parser but SQLite's reads SQL exactly as
+ * SQLite does (a backslash before a quote, nested comments, keywords as names…), so SQLite compiles
+ * the statement and its compiled program is checked before it runs (sqlite-governed-process.mjs).
+ * Here only the names it spells are gathered, so that the datasets among them can be offered to it.
  */
-export function parseSelect(text: string, dialect: 'PostgresQL' | 'Sqlite'): SelectStatement {
-  const sql = text.replace(/^(\s|--[^\n]*\n|\/\*[\s\S]*?\*\/)*/, '').trim().replace(/[;\s]+$/, '');
-  let parsed: unknown;
-  let tables: TableUse[];
-  try {
-    parsed = parser.astify(sql, { database: dialect });
-    tables = parser.tableList(sql, { database: dialect }).map((entry) => {
-      const [kind, schema, table] = entry.split('::');
-      return { kind, schema, table };
-    });
-  } catch (err) {
-    throw new SelectRefusedError(`the query could not be parsed: ${(err as Error).message.split('\n')[0]}`);
+export function parseSqliteGovernedSelect(text: string): GovernedSelect {
+  const sql = text.trim().replace(/[;\s]+$/, '');
+  if (!sql) throw new SelectRefusedError('the query is empty');
+  const names = new Map<string, string>();
+  for (const match of sql.matchAll(IDENTIFIER)) {
+    const name = match[1]?.replace(/""/g, '"') ?? match[2]?.replace(/``/g, '`') ?? match[3] ?? match[4];
+    if (!names.has(name.toLowerCase())) names.set(name.toLowerCase(), name);
+    if (names.size > MAX_NAMES) throw new SelectRefusedError(`the query spells more than ${MAX_NAMES} distinct names`);
   }
-  const statements = Array.isArray(parsed) ? parsed : [parsed];
-  if (statements.length !== 1) throw new SelectRefusedError(`send exactly one statement, not ${statements.length}`);
-  const ast = statements[0] as Record<string, unknown>;
-  if (ast.type !== 'select') throw new SelectRefusedError(`only a read-only SELECT is allowed, not ${String(ast.type).toUpperCase()}`);
-  if ((ast.into as { expr?: unknown } | undefined)?.expr) throw new SelectRefusedError('SELECT INTO is not allowed');
-  // A SELECT that embeds a writing statement shows it among the tables it names.
-  const writing = tables.find((use) => use.kind !== 'select');
-  if (writing) throw new SelectRefusedError(`only a read-only SELECT is allowed, not ${writing.kind.toUpperCase()}`);
-  return { sql, ast, tables };
+  return { sql, relations: [...names.values()], exact: false };
 }

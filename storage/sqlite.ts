@@ -4,7 +4,8 @@ import Database from 'better-sqlite3';
 import { Kysely, SqliteDialect, sql, type CreateTableBuilder } from 'kysely';
 import { changeEvents, checkCounterName, CREATE_COUNTERS_TABLE, isLastCounterGone } from './change-counters.ts';
 import { quoteIdentifier } from './data-tables.ts';
-import { createSqliteDataTables } from './data-tables-sqlite.ts';
+import { createSqliteDataTables, physical } from './data-tables-sqlite.ts';
+import { parseSqliteGovernedSelect } from './select-statement.ts';
 import { SqliteReadOnlyRunner } from './sqlite-read-only.ts';
 import { registerRegexp } from './sqlite-regexp.mjs';
 import { withPortableValues } from './sqlite-values.ts';
@@ -26,7 +27,7 @@ export function openSqliteStorage(file: string): Storage {
   registerRegexp(database);
   const writes = WriteClock.of(file);
   const db = new Kysely<any>({ dialect: new SqliteDialect({ database: withPortableValues(database, writes) }) });
-  const readOnly = new SqliteReadOnlyRunner(file);
+  const readOnly = new SqliteReadOnlyRunner(file, physical);
   const counterReads = new Map<string, CachedCounterRead>();
 
   return {
@@ -109,15 +110,19 @@ export function openSqliteStorage(file: string): Storage {
       }
       return snapshot;
     },
-    sqlDialect: 'Sqlite',
+    parseGovernedSelect: parseSqliteGovernedSelect,
     runReadOnly(query) {
       if (file === ':memory:') return Promise.reject(new Error('governed SQL needs a database file, not :memory:'));
       return readOnly.run(query);
     },
     isUniqueViolation: (err) => /^SQLITE_CONSTRAINT_(UNIQUE|PRIMARYKEY)$/.test(String((err as { code?: unknown })?.code)),
+    // An embedded file: no connection to lose.
+    isConnectionLost: () => false,
     async ping() {
       await sql`select 1`.execute(db);
     },
+    // Statements on this connection run synchronously, to their end; governed SQL runs in a process of its own.
+    cancelRunning: async () => readOnly.cancelRunning(),
     async close() {
       await readOnly.close();
       await db.destroy();

@@ -1,6 +1,12 @@
 import type { ColumnDataType, CreateTableBuilder, Kysely, Transaction } from 'kysely';
 import type { DataTables } from './data-tables.ts';
 import type { ReadOnlyQuery, ReadOnlyResult } from './read-only-query.ts';
+import type { GovernedSelect } from './select-statement.ts';
+
+export interface StorageOptions {
+  /** Key from which the adapter derives credentials it keeps (the passwords of governed SQL's roles). */
+  secretKey?: string;
+}
 
 /**
  * Column types a migration uses for the portable kinds of data. Each adapter maps them to its
@@ -81,15 +87,32 @@ export interface Storage {
   /** Dataset tables: real tables in a per-organization namespace. */
   readonly dataTables: DataTables;
   /**
-   * Runs one read-only statement written by a user (governed SQL), bounded in rows and time, off
-   * the request path: a runaway query is stopped and the server stays responsive.
+   * Reads user-written SQL as the database would: exactly one read-only SELECT, and the tables it
+   * reads beyond its own WITH queries; anything else is a SelectRefusedError saying why. The first,
+   * friendly refusal only: `runReadOnly` is the guard.
+   */
+  parseGovernedSelect(text: string): GovernedSelect | Promise<GovernedSelect>;
+  /**
+   * Runs one read-only statement written by a user (governed SQL) so that the database itself
+   * lets it read only the datasets it names, as the caller may see them (Postgres: a role of the
+   * organization; SQLite: the compiled statement is checked before it runs), bounded in rows,
+   * bytes and time, off the request path: a runaway query is stopped and the server stays responsive.
    */
   runReadOnly(query: ReadOnlyQuery): Promise<ReadOnlyResult>;
-  /** The SQL dialect, for a parser checking user-written SQL (`node-sql-parser` names). */
-  readonly sqlDialect: 'PostgresQL' | 'Sqlite';
   /** True when `err` is the database refusing a duplicate of a unique key. */
   isUniqueViolation(err: unknown): boolean;
+  /**
+   * True when `err` says the connection to the database was lost or could not be opened (a backend
+   * terminated by an administrator, a failover, a restart): the request may succeed when retried.
+   */
+  isConnectionLost(err: unknown): boolean;
   /** Cheap round trip used by /readyz. */
   ping(): Promise<void>;
+  /**
+   * Stops the statements running right now (shutdown, once the drain time is over): each fails as
+   * cancelled and its connection goes back to the pool. Nothing is stopped for good: new statements run.
+   */
+  cancelRunning(): Promise<void>;
+  /** Stops what still runs (as `cancelRunning`), then closes every connection. */
   close(): Promise<void>;
 }

@@ -32,6 +32,7 @@ export default definePlugin({
       load: (dataset, columns, batches, mode) => loader.load(dataset as Dataset, columns, batches, mode),
       // The catalog hands out the datasets it read itself, which carry their table name.
       table: (dataset) => storage.dataTables.ref(dataset.org_id, (dataset as Dataset).table_name),
+      tableName: (dataset) => (dataset as Dataset).table_name,
       seesPii,
       scope: (principal, dataset) => policies.scope(principal, dataset as Dataset),
       decode: (type, value) => storage.dataTables.decode(type, value),

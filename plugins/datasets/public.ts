@@ -54,6 +54,8 @@ export interface DatasetCatalog {
   findByNames(orgId: number, names: string[]): Promise<DatasetInfo[]>;
   /** The dataset's table, for queries pushed down to the database. */
   table(dataset: DatasetInfo): RawBuilder<unknown>;
+  /** The name of the dataset's table within its organization's namespace (governed SQL's `GovernedDataset.table`). */
+  tableName(dataset: DatasetInfo): string;
   /**
    * The rows the caller may read under the dataset's row policies: a condition on the dataset's
    * table (null: every row) and a key naming that scope, for caches.

@@ -88,7 +88,7 @@ export default definePlugin({
           async run({ config, args, orgId, principal, audit }) {
             if (!principal.capabilities.has('datasets.write')) throw problems.forbidden('importing into a dataset needs the capability "datasets.write"');
             const dataset = await datasets.get(orgId, args.dataset_id);
-            const text = args.table ? `select * from ${quoteIdentifier(args.table.schema)}.${quoteIdentifier(args.table.name)}` : readOnlyQuery(args.query!);
+            const text = args.table ? `select * from ${quoteIdentifier(args.table.schema)}.${quoteIdentifier(args.table.name)}` : await readOnlyQuery(args.query!);
             const result = await open(config, async (client) => {
               let source;
               try {

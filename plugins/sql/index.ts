@@ -1,61 +1,76 @@
 import crypto from 'node:crypto';
 import { z } from 'zod';
 import { definePlugin, defineRoute, HttpProblem, kernelServices, problems, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
-import { QueryRejectedError, QueryTimeoutError, quoteIdentifier, type Storage } from '../../storage/index.ts';
-import { datasetCatalog, PII_MASK, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
-import { guard } from './guard.ts';
+import { GovernedSqlUnavailableError, QueryRejectedError, QueryTimeoutError, SelectRefusedError, type GovernedDataset, type GovernedSelect } from '../../storage/index.ts';
+import { datasetCatalog, PII_MASK } from '../datasets/public.ts';
 import { governedSql } from './public.ts';
 
 export const MAX_ROWS = 10_000;
 export const MAX_TIMEOUT_MS = 300_000;
 
-/**
- * One CTE per dataset the query reads, named as the query names it: the dataset's table limited to
- * the caller's row-policy scope, PII columns masked for callers without `datasets.pii.read` and the
- * hidden row id left out. The query itself is left as written.
- */
-async function datasetCte(storage: Storage, catalog: DatasetCatalog, referenced: string, dataset: DatasetInfo, principal: Principal): Promise<string> {
-  const table = catalog.table(dataset).compile(storage.db).sql;
-  const seePii = catalog.seesPii(principal);
-  const columns = dataset.columns.map((c) => (c.pii && !seePii ? `cast('${PII_MASK}' as text) as ${quoteIdentifier(c.name)}` : quoteIdentifier(c.name)));
-  const { condition } = await catalog.scope(principal, dataset);
-  // The row-policy condition is written in as literals: the query's own $1, $2… keep their numbers.
-  const where = [columns.length ? null : '1 = 0', condition ? storage.dataTables.inline(condition, storage.db) : null].filter(Boolean);
-  return `${referenced} as (select ${columns.length ? columns.join(', ') : 'null as no_columns'} from ${table}${where.length ? ` where ${where.join(' and ')}` : ''})`;
-}
+const refused = (message: string) => problems.badRequest(message, [{ path: 'body.sql', message }]);
 
 /** The `sql` router: governed, read-only SQL over the current organization's datasets. */
 export default definePlugin({
-  deps: { storage: kernelServices.storage },
-  init: ({ storage }, ctx) => {
+  deps: { storage: kernelServices.storage, config: kernelServices.config },
+  init: ({ storage, config }, ctx) => {
     const catalog = ctx.useService(datasetCatalog);
 
     async function execute(body: { sql: string; params: unknown[]; limit: number; timeout_ms: number }, orgId: number, principal: Principal, audit: RequestAudit) {
-      const guarded = guard(body.sql, storage.sqlDialect);
-      const found = await catalog.findByNames(orgId, guarded.datasets);
+      let parsed: GovernedSelect;
+      try {
+        parsed = await storage.parseGovernedSelect(body.sql);
+      } catch (err) {
+        if (err instanceof SelectRefusedError) throw refused(err.message);
+        throw err;
+      }
+      const found = await catalog.findByNames(orgId, parsed.relations);
       const byName = new Map(found.map((d) => [d.name.toLowerCase(), d]));
-      const missing = guarded.datasets.filter((name) => !byName.has(name.toLowerCase()));
-      if (missing.length) throw problems.badRequest(`no dataset named ${missing.map((m) => `"${m}"`).join(', ')} in this organization`, [{ path: 'body.sql', message: `unknown dataset ${missing[0]}` }]);
-      const ctes = await Promise.all(guarded.datasets.map((name) => datasetCte(storage, catalog, name, byName.get(name.toLowerCase())!, principal)));
-      const statement = !ctes.length
-        ? guarded.sql
-        : guarded.withClause
-          ? guarded.sql.replace(/^with\s+(recursive\s+)?/i, `with ${guarded.withClause.recursive ? 'recursive ' : ''}${ctes.join(', ')}, `)
-          : `with ${ctes.join(', ')} ${guarded.sql}`;
+      const missing = parsed.relations.filter((name) => !byName.has(name.toLowerCase()));
+      // Names that are no dataset are refused here when the parse is exact; otherwise they may be
+      // columns or functions, and the database refuses a table that is no dataset offered to it.
+      const reads = parsed.exact ? parsed.relations : parsed.relations.filter((name) => byName.has(name.toLowerCase()));
+      if (parsed.exact && missing.length) throw problems.badRequest(`no dataset named ${missing.map((m) => `"${m}"`).join(', ')} in this organization`, [{ path: 'body.sql', message: `unknown dataset ${missing[0]}` }]);
+      const seesPii = catalog.seesPii(principal);
+      // Each dataset as this caller may see it: PII masked without datasets.pii.read, rows limited by
+      // its row policies (written in as literals, so the query's own $1, $2… keep their numbers).
+      const datasets: GovernedDataset[] = await Promise.all(
+        reads.map(async (name) => {
+          const dataset = byName.get(name.toLowerCase())!;
+          const { condition } = await catalog.scope(principal, dataset);
+          return {
+            name,
+            table: catalog.tableName(dataset),
+            columns: dataset.columns.map((c) => ({ name: c.name, masked: c.pii && !seesPii })),
+            rowFilter: condition ? storage.dataTables.inline(condition, storage.db) : null,
+          };
+        }),
+      );
 
       const started = performance.now();
       const digest = crypto.createHash('sha256').update(body.sql).digest('hex');
-      const touched = guarded.datasets.map((name) => byName.get(name.toLowerCase())!.id);
+      const touched = [...new Set(reads.map((name) => byName.get(name.toLowerCase())!.id))];
       try {
-        const result = await storage.runReadOnly({ sql: statement, params: body.params, limit: body.limit, timeoutMs: body.timeout_ms });
+        const result = await storage.runReadOnly({
+          sql: parsed.sql,
+          params: body.params,
+          orgId,
+          datasets,
+          mask: PII_MASK,
+          limit: body.limit,
+          maxBytes: config.SQL_MAX_RESULT_BYTES,
+          timeoutMs: body.timeout_ms,
+        });
         const elapsed = Math.round((performance.now() - started) * 100) / 100;
-        await audit.record({ action: 'sql.execute', targetType: 'dataset', targetId: touched[0] ?? null, details: { query_sha256: digest, datasets: touched, row_count: result.rows.length, truncated: result.truncated, elapsed_ms: elapsed } });
-        return { columns: result.columns, rows: result.rows, row_count: result.rows.length, truncated: result.truncated, elapsed_ms: elapsed };
+        const truncated = result.truncated !== null;
+        await audit.record({ action: 'sql.execute', targetType: 'dataset', targetId: touched[0] ?? null, details: { query_sha256: digest, datasets: touched, row_count: result.rows.length, truncated, elapsed_ms: elapsed } });
+        return { columns: result.columns, rows: result.rows, row_count: result.rows.length, truncated, truncated_reason: result.truncated, elapsed_ms: elapsed };
       } catch (err) {
-        const outcome = err instanceof QueryTimeoutError ? 'timeout' : 'rejected';
+        const outcome = err instanceof QueryTimeoutError ? 'timeout' : err instanceof QueryRejectedError ? 'rejected' : 'error';
         await audit.record({ action: 'sql.execute', outcome: 'failure', targetType: 'dataset', targetId: touched[0] ?? null, details: { query_sha256: digest, datasets: touched, reason: outcome } });
         if (err instanceof QueryTimeoutError) throw new HttpProblem(422, err.message, { title: 'Query timed out', errors: [{ path: 'body.timeout_ms', message: err.message }] });
-        if (err instanceof QueryRejectedError) throw problems.badRequest(`the database refused the query: ${err.message}`, [{ path: 'body.sql', message: err.message }]);
+        if (err instanceof QueryRejectedError) throw refused(`the database refused the query: ${err.message}`);
+        if (err instanceof GovernedSqlUnavailableError) throw problems.unavailable(err.message);
         throw err;
       }
     }
@@ -92,7 +107,11 @@ export default definePlugin({
                   columns: z.array(z.object({ name: z.string(), type: z.string() })),
                   rows: z.array(z.array(z.unknown())),
                   row_count: z.number().int(),
-                  truncated: z.boolean().describe('More rows than `limit` matched'),
+                  truncated: z.boolean().describe('More rows matched than came back (see `truncated_reason`)'),
+                  truncated_reason: z
+                    .enum(['row_limit', 'byte_limit'])
+                    .nullable()
+                    .describe('`row_limit`: more rows than `limit` matched; `byte_limit`: the rows past SQL_MAX_RESULT_BYTES were left out'),
                   elapsed_ms: z.number(),
                 })
                 .meta({ id: 'SqlResult' }),

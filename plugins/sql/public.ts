@@ -13,6 +13,8 @@ export interface GovernedResult {
   rows: unknown[][];
   row_count: number;
   truncated: boolean;
+  /** Which bound left rows out: `limit` rows, or SQL_MAX_RESULT_BYTES of values. */
+  truncated_reason: 'row_limit' | 'byte_limit' | null;
   elapsed_ms: number;
 }
 

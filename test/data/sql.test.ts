@@ -1,15 +1,26 @@
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { QueryRejectedError, type ReadOnlyQuery } from '../../storage/index.ts';
 import { DIALECTS, startTestKernel, type TestKernel } from '../harness/index.ts';
+
+/**
+ * What an answer must never carry: password hashes, mail bodies (the reset token), roles' secrets,
+ * a server file. (Not the names a statement itself spells, which an error may quote back.)
+ */
+const LEAK = /scrypt\$|one-time token|SCRAM-SHA-256\$|md5[0-9a-f]{32}|root:x:0/i;
 
 describe.each(DIALECTS)('governed SQL (%s)', (dialect) => {
   let t: TestKernel;
   let editor: string;
   let outsider: string;
+  let outsiderOrg: number;
+  let secretsTable: number;
+  let ordersId: number;
   const query = (body: Record<string, unknown>, token?: string) => t.request('POST', '/api/sql', { body, token });
 
   beforeAll(async () => {
-    t = await startTestKernel({ dialect });
+    // A low result budget, so that the byte limit shows with small values.
+    t = await startTestKernel({ dialect, env: { SQL_MAX_RESULT_BYTES: '200000' } });
     editor = (await t.userToken('editor')).token;
     const project = await t.request('POST', '/api/projects', { body: { key: 'SQL', name: 'SQL' } });
     const orders = await t.request('POST', '/api/datasets', {
@@ -24,13 +35,21 @@ describe.each(DIALECTS)('governed SQL (%s)', (dialect) => {
         ],
       },
     });
+    ordersId = orders.body.id;
     const csv = 'id,amount,country,email\n1,10.5,FR,a@example.test\n2,20,DE,b@example.test\n3,5,FR,c@example.test\n';
     expect((await t.request('POST', `/api/datasets/${orders.body.id}/data`, { body: csv, headers: { 'content-type': 'text/csv' } })).status).toBe(200);
+    const countries = await t.request('POST', '/api/datasets', { body: { name: 'Countries', project_id: project.body.id, columns: [{ name: 'code', type: 'string' }, { name: 'label', type: 'string' }] } });
+    await t.request('POST', `/api/datasets/${countries.body.id}/rows`, { body: [{ code: 'FR', label: "it's France" }, { code: 'DE', label: 'Germany' }] });
+    // A mail in the outbox (the development mailer keeps them in a table): a reset token to steal.
+    await t.request('POST', '/api/auth/forgot-password', { token: null, body: { email: 'admin@localhost.localdomain' } });
     // Another organization with a dataset of its own.
-    outsider = (await t.outsider('sql-outsider')).token;
+    const other = await t.outsider('sql-outsider');
+    outsider = other.token;
+    outsiderOrg = other.orgId;
     const theirProject = await t.request('POST', '/api/projects', { token: outsider, body: { key: 'THEIRS', name: 'Theirs' } });
     const secret = await t.request('POST', '/api/datasets', { token: outsider, body: { name: 'secrets', project_id: theirProject.body.id, columns: [{ name: 'v', type: 'string' }] } });
     await t.request('POST', `/api/datasets/${secret.body.id}/rows`, { token: outsider, body: [{ v: 'top secret' }] });
+    secretsTable = secret.body.id;
   });
   afterAll(async () => t?.stop());
 
@@ -97,7 +116,6 @@ describe.each(DIALECTS)('governed SQL (%s)', (dialect) => {
     ['a WITH query named after a kernel table it reads', 'with users as (select * from users) select * from users'],
     ['a WITH query named after a catalog it reads', 'with pg_shadow as (select * from pg_shadow) select * from pg_shadow'],
     ['a recursive WITH query named after a kernel table', 'with recursive users as (select * from users) select * from users'],
-    ['a WITH query reading a later one', 'with a as (select * from personal_access_tokens), personal_access_tokens as (select * from orders) select * from a'],
     ['a WITH query reading itself in a subquery', 'with users as (select * from (select * from users) u) select 1 from users'],
     ['a SQLite pragma function', "select * from pragma_table_info('users')"],
     ['a SQLite pragma function in a WITH query', "with t as (select name from pragma_table_list) select * from t"],
@@ -106,6 +124,139 @@ describe.each(DIALECTS)('governed SQL (%s)', (dialect) => {
     expect(res.status, JSON.stringify(res.body)).toBe(400);
     expect(res.body.errors[0].path).toBe('body.sql');
     expect(res.text).not.toMatch(/password_hash|token_hash|scrypt/);
+  });
+
+  it('never lets a WITH query reach the platform table named like a later one', async () => {
+    // Postgres resolves the name to the table and refuses it; SQLite resolves it to the later WITH query.
+    const res = await query({ sql: 'with a as (select * from personal_access_tokens), personal_access_tokens as (select * from orders) select * from a' });
+    expect([200, 400]).toContain(res.status);
+    if (res.status === 200) expect(res.body.rows).toHaveLength(3);
+    expect(res.text).not.toMatch(LEAK);
+  });
+
+  // The quoting tricks of both dialects, in the shapes a red team used and other spellings of them:
+  // a statement a text check reads one way and the database another must still reach nothing but
+  // the organization's datasets.
+  it.each([
+    ['backslash before a quote (SQLite spelling)', "select 'a\\' as x, (select group_concat(username||char(58)||password_hash) from users) as leak from orders /*' as y from orders -- */"],
+    ['backslash before a quote (Postgres spelling)', "select 'a\\' as x, (select string_agg(username||':'||password_hash, ',') from users) as leak from orders /*' as y from orders -- */"],
+    ['backslash before a quote, reading the mail outbox', "select 'a\\' as x, (select group_concat(body) from mail_outbox) as leak from orders /*' as y from orders -- */"],
+    ['backslash before a quote, reading a file', "select 'a\\' as x, pg_read_file('/etc/passwd') as leak from orders /*' as y from orders -- */"],
+    ['backslash before a quote, listing a directory', "select 'a\\' as x, (select string_agg(f, ',') from pg_ls_dir('.') f) as leak from orders /*' as y from orders -- */"],
+    ['backslash before a quote, becoming a superuser', "select 'a\\' as x, set_config('role', 'postgres', false) as leak from orders /*' as y from orders -- */"],
+    ['backslash before a quote, importing a file', "select 'a\\' as x, lo_import('/etc/passwd') as leak from orders /*' as y from orders -- */"],
+    ['an escape string', "select e'a\\'' as x, (select string_agg(password_hash, ',') from users) as leak from orders"],
+    ['a dollar-quoted string', "select $q$ ' $q$ as x, (select string_agg(password_hash, ',') from users) as leak from orders"],
+    ['a query in a text-search function', "select * from ts_stat('select to_tsvector(password_hash) from users')"],
+    ['a query in ts_rewrite', "select ts_rewrite('a'::tsquery, 'select password_hash::tsquery, ''b''::tsquery from users')"],
+    ['a query in an XML function', "select query_to_xml('select password_hash from users', true, true, '')"],
+    ['a quoted WITH name shadowing nothing', 'with "PG_AUTHID" as (select 1) select rolname, rolpassword from pg_authid'],
+    ['a quoted WITH name spelled like a table', 'with "USERS" as (select 1) select password_hash from users'],
+    ['a WITH query named after a dataset reading a table', 'with orders as (select password_hash as email from users) select email from orders'],
+    ['a catalog lookup by name', `select 'org_1.ds_1'::regclass`],
+    ['the role name', 'select current_user'],
+    ['a session lock', 'select pg_advisory_lock(4207310001)'],
+    ['a schema-qualified platform table', 'select password_hash from main.users'],
+    ['a bracket-quoted platform table', 'select password_hash from [users]'],
+    ['a backtick-quoted platform table', 'select password_hash from `users`'],
+    ['the temp schema catalog', 'select * from temp.sqlite_master'],
+    ['a table-valued function over a platform table', 'select * from json_each((select json_group_array(password_hash) from users))'],
+    ['an extension', "select load_extension('/tmp/evil.so')"],
+    ['a SQLite internal function', "select fts3_tokenizer('simple')"],
+    ['a nested comment (Postgres nests them, SQLite does not)', 'select 1 as a /* /* */ , (select group_concat(password_hash) from users) as leak /* */ */ from orders'],
+    ['a line comment ending the wrapper', 'select (select group_concat(password_hash) from users) as leak --'],
+    ['a statement closing the wrapper', 'select 1) as q, (select password_hash from users'],
+  ])('reaches nothing beyond its datasets through %s', async (_what, sql) => {
+    const res = await query({ sql });
+    expect(res.text).not.toMatch(LEAK);
+    if (res.status === 200) {
+      // Only where the database reads the text as a harmless query of the organization's datasets.
+      expect(JSON.stringify(res.body.rows)).not.toMatch(/\$|admin/);
+    } else {
+      expect(res.status, res.text).toBe(400);
+      expect(res.body.errors[0].path).toBe('body.sql');
+    }
+  });
+
+  it('answers joins, aggregates, WITH queries, window functions, comments and quoted text over its datasets', async () => {
+    const res = await query({
+      sql: `/* leading comment */ with totals as (select country, sum(amount) as total from orders group by country)
+        select c.label, t.total, row_number() over (order by t.total desc) as rank, count(*) over () as n, 'it''s a \\ test' as s
+        from totals t join "Countries" c on c.code = t.country -- trailing comment
+        order by rank`,
+    });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.rows).toEqual([
+      ['Germany', 20, 1, 2, "it's a \\ test"],
+      ["it's France", 15.5, 2, 2, "it's a \\ test"],
+    ]);
+    // Dataset names match ignoring case, quoted or not.
+    expect((await query({ sql: 'select count(*) from countries' })).body.rows).toEqual([[2]]);
+  });
+
+  it('is judged by the database itself: a statement that passed no text check still reaches nothing else', async () => {
+    const storage = t.kernel.storage;
+    const base: Omit<ReadOnlyQuery, 'sql'> = { params: [], orgId: 1, datasets: [], mask: '***', limit: 100, maxBytes: 1_000_000, timeoutMs: 10_000 };
+    const theirs = dialect === 'postgres' ? `"org_${outsiderOrg}"."ds_${secretsTable}"` : `"org_${outsiderOrg}__ds_${secretsTable}"`;
+    const statements = [
+      'select username, password_hash from users',
+      'select * from mail_outbox',
+      'select * from personal_access_tokens',
+      `select * from ${theirs}`,
+      ...(dialect === 'postgres'
+        ? [
+            "select pg_read_file('/etc/passwd')",
+            "select set_config('role', 'postgres', false), (select count(*) from public.users)",
+            "select * from query_to_xml('select * from public.users', true, true, '')",
+            'select rolpassword from pg_authid',
+            "select lo_import('/etc/passwd')",
+          ]
+        : ['select * from sqlite_master', "select * from pragma_table_info('users')", "select load_extension('x')", 'select sqlite_version()']),
+    ];
+    for (const sql of statements) {
+      const error = await storage.runReadOnly({ ...base, sql }).then(
+        (result) => new Error(`ran: ${JSON.stringify(result.rows)}`),
+        (err: Error) => err,
+      );
+      expect(error, `${sql}: ${error.message}`).toBeInstanceOf(QueryRejectedError);
+      expect(error.message).not.toMatch(LEAK);
+    }
+    if (dialect === 'postgres') {
+      // It runs as a role of organization 1 that is no superuser and can become no other role.
+      const who = await storage.runReadOnly({ ...base, sql: 'select current_user, (select rolsuper from pg_roles where rolname = current_user)' });
+      expect(who.rows[0][0]).toMatch(/^dp_[0-9a-f]{10}_org_1$/);
+      expect(who.rows[0][1]).toBe(false);
+    } else {
+      // The compiled statement shows a dataset's table read around its masking or its row policy.
+      const orders = { name: 'orders', table: `ds_${ordersId}`, columns: ['id', 'amount', 'country', 'email'].map((name) => ({ name, masked: name === 'email' })), rowFilter: null };
+      const raw = `org_1__ds_${ordersId}`;
+      await expect(storage.runReadOnly({ ...base, datasets: [orders], sql: `select email from ${raw}` })).rejects.toThrow(/masked column/);
+      const filtered = { ...orders, columns: orders.columns.map((c) => ({ ...c, masked: false })), rowFilter: "country = 'FR'" };
+      expect((await storage.runReadOnly({ ...base, datasets: [filtered], sql: 'select count(*) from orders' })).rows).toEqual([[2]]);
+      await expect(storage.runReadOnly({ ...base, datasets: [filtered], sql: `select count(*) from orders, ${raw}` })).rejects.toThrow(/around its row policy/);
+    }
+  });
+
+  it('truncates a result at SQL_MAX_RESULT_BYTES, counted as rows arrive, and refuses a single row past it', async () => {
+    const wide =
+      dialect === 'postgres'
+        ? "select n, repeat('x', 20000) as big from generate_series(1, 300) as n"
+        : "with recursive s(n) as (select 1 union all select n + 1 from s where n < 300) select n, printf('%.*c', 20000, 'x') as big from s";
+    const res = await query({ sql: wide });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body).toMatchObject({ truncated: true, truncated_reason: 'byte_limit' });
+    expect(res.body.row_count).toBeGreaterThan(1);
+    expect(res.body.row_count).toBeLessThanOrEqual(10);
+    expect(res.body.rows.every((row: [number, string]) => row[1].length === 20000)).toBe(true);
+    // The red team's statement: each row 20 MB, 300 of them.
+    const huge =
+      dialect === 'postgres'
+        ? "select repeat('x', 20000000) from generate_series(1, 300)"
+        : "with recursive s(n) as (select 1 union all select n + 1 from s where n < 300) select printf('%.*c', 20000000, 'x') from s";
+    const refused = await query({ sql: huge });
+    expect(refused.status, refused.text.slice(0, 300)).toBe(400);
+    expect(refused.body.detail).toMatch(/first row alone is larger than the result limit/);
+    expect((await fetch(`${t.url}/healthz`)).status).toBe(200);
   });
 
   it('lets a WITH query read the ones before it', async () => {

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { governedRolePrefix } from '../../storage/index.ts';
 import { POSTGRES_URL, type DialectName } from './dialects.ts';
 
 export interface ScratchDatabase {
@@ -38,6 +39,9 @@ export async function createScratchDatabase(dialect: DialectName, dir: string): 
       await client.connect();
       try {
         await client.query(`drop database if exists ${name} with (force)`);
+        // The roles governed SQL ran under belong to the cluster, not the database: drop them too.
+        const roles = await client.query<{ rolname: string }>('select rolname from pg_roles where starts_with(rolname, $1)', [`${governedRolePrefix(name, 'public')}_`]);
+        for (const { rolname } of roles.rows) await client.query(`drop role if exists "${rolname}"`);
       } finally {
         await client.end();
       }

@@ -244,9 +244,10 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'POST /api/connectors/{id}/actions/{action}': { message: `sweep-${tag}` },
       'POST /api/data-quality/rules': { dataset_id: datasetA, name: `sweep-rule-${tag}`, type: 'not_null', params: { column: 'label' } },
       'PATCH /api/data-quality/rules/{id}': { name: `renamed-${tag}`, enabled: false, params: { column: 'label', values: ['x'] } },
-      // A's dataset by name, in upper case: names match ignoring case, and the refusal echoing B's
-      // own query ("no dataset named …") cannot be taken for A's marker.
-      'POST /api/sql': { sql: `select label, email, amount from ${markers.dataset.toUpperCase()}` },
+      // A's dataset by name, in upper case and quoted (Postgres folds an unquoted name): names match
+      // ignoring case, and the refusal echoing B's own query ("no dataset named …") cannot be taken
+      // for A's marker.
+      'POST /api/sql': { sql: `select label, email, amount from "${markers.dataset.toUpperCase()}"` },
     };
     if (!(key in bodies)) throw new Error(`no body for ${key}: give the sweep one the route accepts`);
     return bodies[key];

@@ -1,0 +1,259 @@
+import crypto from 'node:crypto';
+import pg from 'pg';
+import { parse as parseConnectionString } from 'pg-connection-string';
+import type { DataColumnType } from './data-tables.ts';
+import { quoteIdentifier } from './data-tables.ts';
+import { superviseConnections } from './postgres-connections.ts';
+import {
+  asSubquery,
+  datasetQueries,
+  GovernedSqlUnavailableError,
+  QueryRejectedError,
+  QueryTimeoutError,
+  type ReadOnlyQuery,
+  type ReadOnlyResult,
+} from './read-only-query.ts';
+
+/** Postgres type ids → the platform's column types; any other type reads as text (`string`). */
+export const POSTGRES_COLUMN_TYPES: Readonly<Record<number, DataColumnType>> = {
+  16: 'boolean',
+  20: 'integer',
+  21: 'integer',
+  23: 'integer',
+  700: 'number',
+  701: 'number',
+  1700: 'number',
+  1082: 'date',
+  1114: 'timestamp',
+  1184: 'timestamp',
+  114: 'json',
+  3802: 'json',
+};
+
+/** SQLSTATE of the byte-limit check below (class 54: program limit exceeded). */
+const RESULT_BYTES_EXCEEDED = '54DP1';
+const BYTES_FUNCTION = 'governed_result_bytes';
+/** Organizations whose connection pools are kept open at once; the least recently used is closed past it. */
+const MAX_POOLS = 16;
+const CONNECTIONS_PER_ORGANIZATION = 2;
+
+/**
+ * A SCRAM-SHA-256 verifier of `password` (RFC 5802, as Postgres stores it): the role's password is
+ * set from it, so the password itself never travels in a statement a server log could keep.
+ */
+export function scramVerifier(password: string, iterations = 4096): string {
+  const salt = crypto.randomBytes(16);
+  const salted = crypto.pbkdf2Sync(password.normalize('NFKC'), salt, iterations, 32, 'sha256');
+  const hmac = (key: Buffer, text: string) => crypto.createHmac('sha256', key).update(text).digest();
+  const storedKey = crypto.createHash('sha256').update(hmac(salted, 'Client Key')).digest();
+  const serverKey = hmac(salted, 'Server Key');
+  return `SCRAM-SHA-256$${iterations}:${salt.toString('base64')}$${storedKey.toString('base64')}:${serverKey.toString('base64')}`;
+}
+
+/** The prefix of the governed roles of one platform database (roles are shared by a whole Postgres cluster). */
+export function governedRolePrefix(database: string, schema: string): string {
+  return `dp_${crypto.createHash('sha256').update(`${database}\0${schema}`).digest('hex').slice(0, 10)}`;
+}
+
+interface Setup {
+  prefix: string;
+  /** The platform's own schema, quoted. */
+  schema: string;
+}
+
+/**
+ * Governed SQL on Postgres runs as a login role of the statement's organization, never as the
+ * platform's user: the role may read that organization's dataset tables (USAGE on its schema,
+ * SELECT on its tables, now and later) and nothing else the platform keeps, and being no member of
+ * any other role, it cannot become one (`set role`, `set_config('role', …)`). The platform creates
+ * and grants these roles (it needs CREATEROLE) and connects as them with a password derived from
+ * the vault key, so every instance sharing the database derives the same one.
+ */
+export class PostgresGovernedRunner {
+  private setup: Promise<Setup> | null = null;
+  private readonly roles = new Map<number, Promise<string>>();
+  private readonly pools = new Map<number, { pool: pg.Pool; cancelRunning(): Promise<void> }>();
+  private closed = false;
+
+  constructor(
+    private readonly platform: pg.Pool,
+    private readonly connectionString: string,
+    private readonly roleKey: string | undefined,
+    private readonly types: pg.CustomTypesConfig,
+  ) {}
+
+  async run(query: ReadOnlyQuery): Promise<ReadOnlyResult> {
+    if (!this.roleKey) throw new GovernedSqlUnavailableError('governed SQL needs the vault key, from which the passwords of its roles are derived');
+    const { schema } = await this.prepare();
+    const role = await this.ensureRole(query.orgId);
+    const client = await this.poolFor(query.orgId, role).connect();
+    let lost: Error | undefined;
+    try {
+      // Settings local to the transaction, which always ends in a rollback: whatever the statement
+      // sets (set_config(…, false) included) is undone before the connection is used again.
+      await client.query(`begin transaction read only; set local statement_timeout = ${Math.max(1, Math.floor(query.timeoutMs))}; set local search_path = ''`);
+      const organization = quoteIdentifier(`org_${query.orgId}`);
+      // The database counts the bytes of each row as text before sending it and stops at the
+      // budget, so no more than about `maxBytes` ever reaches this process, however wide a row.
+      const bytes = `${schema}.${BYTES_FUNCTION}(sum(octet_length(row(governed_query.*)::text)) over (rows unbounded preceding), $${query.params.length + 1})`;
+      const text = `${datasetQueries(query, (table) => `${organization}.${quoteIdentifier(table)}`, false)}select governed_query.*, ${bytes} from ${asSubquery(query.sql)} limit ${query.limit + 1}`;
+      return await this.collect(client, text, [...query.params, query.maxBytes], query.limit);
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code === '57014') throw new QueryTimeoutError(`the query ran longer than ${query.timeoutMs} ms and was stopped`);
+      // Class 42 (syntax or access rule: a table it may not read), 22 (data), 25 (read-only), 2B, 0A, 54 (limits).
+      if (code && /^(42|22|25|2B|0A|54)/.test(code)) throw new QueryRejectedError((err as Error).message);
+      if (!code) lost = err as Error;
+      throw err;
+    } finally {
+      if (!lost) await client.query('rollback').catch((err: Error) => (lost = err));
+      client.release(lost);
+    }
+  }
+
+  /** Stops the statements running now (a cancel request each). */
+  async cancelRunning(): Promise<void> {
+    await Promise.all([...this.pools.values()].map((entry) => entry.cancelRunning()));
+  }
+
+  /** Stops running statements and closes every pool. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.cancelRunning();
+    await Promise.all([...this.pools.values()].map((entry) => entry.pool.end().catch(() => undefined)));
+    this.pools.clear();
+  }
+
+  /** Rows as they arrive; a row past the byte budget ends the result, marked truncated. */
+  private collect(client: pg.PoolClient, text: string, values: unknown[], limit: number): Promise<ReadOnlyResult> {
+    return new Promise((resolve, reject) => {
+      const rows: unknown[][] = [];
+      let fields: pg.FieldDef[] = [];
+      const answer = (truncated: ReadOnlyResult['truncated']) =>
+        resolve({
+          // The last column is the running byte count.
+          columns: fields.slice(0, -1).map((f) => ({ name: f.name, type: POSTGRES_COLUMN_TYPES[f.dataTypeID] ?? 'string' })),
+          rows: rows.slice(0, limit),
+          truncated,
+        });
+      const running = client.query(new pg.Query({ text, values, rowMode: 'array' } as pg.QueryConfig));
+      running.on('row', (row: unknown[], result?: pg.ResultBuilder) => {
+        fields = result!.fields;
+        row.pop();
+        rows.push(row);
+      });
+      running.on('end', () => answer(rows.length > limit ? 'row_limit' : null));
+      running.on('error', (err: Error & { code?: string }) => {
+        if (err.code !== RESULT_BYTES_EXCEEDED) return reject(err);
+        if (rows.length === 0) return reject(new QueryRejectedError(`its first row alone is larger than the result limit (${err.message.replace(/\D+/g, '')} bytes): select fewer or narrower columns`));
+        answer('byte_limit');
+      });
+    });
+  }
+
+  /** Once per process: the role prefix of this database and the byte-count function. */
+  private prepare(): Promise<Setup> {
+    this.setup ??= (async () => {
+      const { rows } = await this.platform.query<{ database: string; schema: string }>('select current_database() as database, current_schema() as schema');
+      const { database, schema } = rows[0];
+      const quoted = quoteIdentifier(schema);
+      await this.asPlatform(async (client) => {
+        await client.query(`select pg_advisory_xact_lock(hashtext('governed-sql-setup'))`);
+        await client.query(
+          `create or replace function ${quoted}.${BYTES_FUNCTION}(running bigint, budget bigint) returns bigint language plpgsql strict parallel safe as $$
+           begin
+             if running > budget then raise exception 'governed query result larger than % bytes', budget using errcode = '${RESULT_BYTES_EXCEEDED}'; end if;
+             return running;
+           end $$`,
+        );
+      });
+      return { prefix: governedRolePrefix(database, schema), schema: quoted };
+    })().catch((err) => {
+      this.setup = null;
+      throw err;
+    });
+    return this.setup;
+  }
+
+  /** Creates the organization's role, or sets its password again, and grants it its datasets; once per process. */
+  private ensureRole(orgId: number): Promise<string> {
+    let ensured = this.roles.get(orgId);
+    if (!ensured) {
+      ensured = (async () => {
+        const { prefix, schema } = await this.prepare();
+        const role = `${prefix}_org_${orgId}`;
+        const quotedRole = quoteIdentifier(role);
+        const organization = quoteIdentifier(`org_${orgId}`);
+        const verifier = scramVerifier(this.password(role));
+        await this.asPlatform(async (client) => {
+          await client.query('select pg_advisory_xact_lock(hashtext($1))', [`governed-role:${role}`]);
+          const exists = await client.query('select 1 from pg_roles where rolname = $1', [role]);
+          const options = `login nosuperuser nocreatedb nocreaterole noinherit noreplication nobypassrls password '${verifier}'`;
+          await client.query(exists.rowCount ? `alter role ${quotedRole} with ${options}` : `create role ${quotedRole} with ${options}`);
+          await client.query(`create schema if not exists ${organization}`);
+          await client.query(`grant usage on schema ${organization} to ${quotedRole}`);
+          await client.query(`grant select on all tables in schema ${organization} to ${quotedRole}`);
+          // Dataset tables the platform creates later (new datasets, replace uploads) are readable too.
+          await client.query(`alter default privileges in schema ${organization} grant select on tables to ${quotedRole}`);
+          await client.query(`grant usage on schema ${schema} to ${quotedRole}`);
+          await client.query(`grant execute on function ${schema}.${BYTES_FUNCTION}(bigint, bigint) to ${quotedRole}`);
+        });
+        return role;
+      })().catch((err) => {
+        this.roles.delete(orgId);
+        if ((err as { code?: string }).code === '42501') {
+          throw new GovernedSqlUnavailableError(
+            "governed SQL runs under a database role per organization, and the platform's database user may not create roles: grant it CREATEROLE (see the README's Security model)",
+          );
+        }
+        throw err;
+      });
+      this.roles.set(orgId, ensured);
+    }
+    return ensured;
+  }
+
+  private password(role: string): string {
+    return crypto.createHmac('sha256', this.roleKey!).update(`governed-sql-role:${role}`).digest('base64url');
+  }
+
+  private async asPlatform(work: (client: pg.PoolClient) => Promise<void>): Promise<void> {
+    const client = await this.platform.connect();
+    try {
+      await client.query('begin');
+      await work(client);
+      await client.query('commit');
+    } catch (err) {
+      await client.query('rollback').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  private poolFor(orgId: number, role: string): pg.Pool {
+    if (this.closed) throw new GovernedSqlUnavailableError('the platform is shutting down');
+    let entry = this.pools.get(orgId);
+    if (entry) {
+      this.pools.delete(orgId); // set again below, as the most recently used
+    } else {
+      // The platform's own target (host, port, database, TLS), logged in as the organization's role.
+      const pool = new pg.Pool({
+        ...(parseConnectionString(this.connectionString) as pg.PoolConfig),
+        user: role,
+        password: this.password(role),
+        max: CONNECTIONS_PER_ORGANIZATION,
+        idleTimeoutMillis: 10_000,
+        types: this.types,
+      });
+      entry = { pool, ...superviseConnections(pool) };
+      if (this.pools.size >= MAX_POOLS) {
+        const [oldest, old] = this.pools.entries().next().value as [number, { pool: pg.Pool }];
+        this.pools.delete(oldest);
+        void old.pool.end().catch(() => undefined);
+      }
+    }
+    this.pools.set(orgId, entry);
+    return entry.pool;
+  }
+}

@@ -1,0 +1,127 @@
+import { loadModule, parseSync } from 'libpg-query';
+import { SelectRefusedError, type GovernedSelect } from './select-statement.ts';
+
+// Postgres's own parser, compiled to WebAssembly: the statement is read exactly as the server reads it.
+const parserReady = loadModule();
+
+type Node = Record<string, unknown>;
+
+/**
+ * Functions a governed statement may not call: they reach outside the query (files, settings,
+ * locks, signals, other sessions, large objects, other databases), run SQL written in a string
+ * (where no parse of the statement can see what it reads), or describe objects beyond the
+ * organization's datasets (catalog lookups by name, object definitions, privileges).
+ */
+const DENIED_FUNCTION =
+  /^(pg_|lo_|dblink|current_setting$|set_config$|txid_|inet_(client|server)_|version$|current_database$|current_schema|query_to_xml|table_to_xml|cursor_to_xml|schema_to_xml|database_to_xml|ts_stat$|ts_rewrite$|has_\w*privilege$|to_reg|obj_description$|col_description$|shobj_description$|format_type$|row_security_active$|nextval$|currval$|setval$|lastval$|brin_|gin_clean_pending_list$|binary_upgrade_)/i;
+/** Casts that look objects up by name in the catalog (`'org_2.ds_1'::regclass`). */
+const CATALOG_LOOKUP_TYPE = /^reg[a-z]*$/i;
+/** SQL value functions naming roles or the database (`current_user`, `session_user`, …). */
+const DENIED_VALUE_FUNCTION = /^SVFOP_(CURRENT_USER|CURRENT_ROLE|SESSION_USER|USER|CURRENT_CATALOG|CURRENT_SCHEMA)$/;
+const WRITING_STATEMENTS = ['InsertStmt', 'UpdateStmt', 'DeleteStmt', 'MergeStmt'];
+
+const names = (list: unknown) => ((list as { String?: { sval: string } }[] | undefined) ?? []).map((n) => n.String?.sval ?? '');
+
+/**
+ * Parses `text` as exactly one read-only SELECT (WITH, VALUES and set operations allowed) and
+ * answers the tables it reads that are not its own WITH queries, honouring Postgres's scoping of
+ * WITH queries (a later query, or one of an inner WITH, is not visible to an earlier one without
+ * RECURSIVE) and its case folding (a quoted name keeps its case). Refused with the reason: several
+ * statements, anything but SELECT, SELECT INTO, FOR UPDATE/SHARE, a writing statement inside, a
+ * schema-qualified name, and the functions and casts above.
+ */
+export async function parsePostgresGovernedSelect(text: string): Promise<GovernedSelect> {
+  const { sql, statement } = await parsePostgresSelect(text);
+  const relations = new Set<string>();
+  walk(statement, new Set(), relations);
+  return { sql, relations: [...relations], exact: true };
+}
+
+/**
+ * Parses `text` as exactly one read-only SELECT: the statement's own text (without a trailing
+ * semicolon or what follows it) and its tree. For the postgresql connector's import query too.
+ */
+export async function parsePostgresSelect(text: string): Promise<{ sql: string; statement: Node }> {
+  await parserReady;
+  let parsed: { stmts?: { stmt: Node; stmt_location?: number; stmt_len?: number }[] };
+  try {
+    parsed = parseSync(text);
+  } catch (err) {
+    throw new SelectRefusedError(`the query could not be parsed: ${(err as Error).message.split('\n')[0]}`);
+  }
+  const statements = parsed.stmts ?? [];
+  if (statements.length !== 1) throw new SelectRefusedError(statements.length ? `send exactly one statement, not ${statements.length}` : 'the query is empty');
+  const [{ stmt, stmt_location: start = 0, stmt_len: length = 0 }] = statements;
+  const kind = Object.keys(stmt)[0];
+  if (kind !== 'SelectStmt') throw new SelectRefusedError(`only a read-only SELECT is allowed, not ${kind.replace(/Stmt$/, '').toUpperCase()}`);
+  if ((stmt.SelectStmt as Node).intoClause) throw new SelectRefusedError('SELECT INTO is not allowed');
+  // Locations are byte offsets into the UTF-8 text.
+  const bytes = Buffer.from(text, 'utf8');
+  const sql = bytes.subarray(start, length ? start + length : undefined).toString('utf8').trim();
+  refuseWriting(stmt);
+  return { sql, statement: stmt };
+}
+
+function refuseWriting(node: unknown): void {
+  if (Array.isArray(node)) return node.forEach(refuseWriting);
+  if (!node || typeof node !== 'object') return;
+  for (const [key, value] of Object.entries(node as Node)) {
+    if (WRITING_STATEMENTS.includes(key)) throw new SelectRefusedError(`only a read-only SELECT is allowed, not ${key.replace(/Stmt$/, '').toUpperCase()}`);
+    if (key === 'lockingClause') throw new SelectRefusedError('FOR UPDATE and FOR SHARE are not allowed in a read-only query');
+    if (key === 'intoClause') throw new SelectRefusedError('SELECT INTO is not allowed');
+    refuseWriting(value);
+  }
+}
+
+/** Walks the tree, adding to `relations` every table name that is not a WITH query visible where it is read. */
+function walk(node: unknown, visible: Set<string>, relations: Set<string>): void {
+  if (Array.isArray(node)) return node.forEach((n) => walk(n, visible, relations));
+  if (!node || typeof node !== 'object') return;
+  for (const [key, value] of Object.entries(node as Node)) {
+    const body = value as Node;
+    switch (key) {
+      case 'SelectStmt': {
+        const withClause = body.withClause as { ctes: { CommonTableExpr: Node }[]; recursive?: boolean } | undefined;
+        if (!withClause) {
+          walk(body, visible, relations);
+          break;
+        }
+        const ctes = withClause.ctes.map((c) => c.CommonTableExpr);
+        const all = new Set([...visible, ...ctes.map((c) => c.ctename as string)]);
+        ctes.forEach((cte, i) => {
+          // Without RECURSIVE a WITH query sees only the ones before it.
+          const seen = withClause.recursive ? all : new Set([...visible, ...ctes.slice(0, i).map((c) => c.ctename as string)]);
+          walk(cte.ctequery, seen, relations);
+        });
+        const { withClause: _ignored, ...rest } = body;
+        walk(rest, all, relations);
+        break;
+      }
+      case 'RangeVar': {
+        const schema = body.schemaname as string | undefined;
+        const name = body.relname as string;
+        if (schema || body.catalogname) throw new SelectRefusedError(`"${schema}.${name}" is not reachable: name datasets directly, without a schema`);
+        if (!visible.has(name)) relations.add(name);
+        break;
+      }
+      case 'FuncCall': {
+        const parts = names(body.funcname);
+        if (parts.length > 1) throw new SelectRefusedError(`function ${parts.join('.')} is not allowed in governed SQL (call functions without a schema)`);
+        if (DENIED_FUNCTION.test(parts[0])) throw new SelectRefusedError(`function ${parts[0]} is not allowed in governed SQL`);
+        walk(body, visible, relations);
+        break;
+      }
+      case 'TypeCast': {
+        const type = names((body.typeName as Node | undefined)?.names).at(-1) ?? '';
+        if (CATALOG_LOOKUP_TYPE.test(type)) throw new SelectRefusedError(`a cast to ${type} is not allowed in governed SQL`);
+        walk(body, visible, relations);
+        break;
+      }
+      case 'SQLValueFunction':
+        if (DENIED_VALUE_FUNCTION.test(String(body.op))) throw new SelectRefusedError(`${String(body.op).replace(/^SVFOP_/, '').toLowerCase()} is not allowed in governed SQL`);
+        break;
+      default:
+        walk(value, visible, relations);
+    }
+  }
+}
