@@ -3,6 +3,7 @@ import { finished } from 'node:stream/promises';
 import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { sql } from 'kysely';
+import { QueryTimeoutError } from './read-only-query.ts';
 import { ROW_ID, batchSize, inlineParameters, insertStatement, quoteIdentifier, sqlLiteral, type DataColumn, type DataColumnType, type DataTables, type RowWriter } from './data-tables.ts';
 
 const POSTGRES_TYPES: Record<DataColumnType, string> = {
@@ -16,6 +17,10 @@ const POSTGRES_TYPES: Record<DataColumnType, string> = {
 };
 
 const schema = (orgId: number) => `org_${orgId}`;
+
+/** SQLSTATEs: a statement stopped by statement_timeout (or a cancel), a pattern `~` cannot compile. */
+const QUERY_CANCELED = '57014';
+const INVALID_REGULAR_EXPRESSION = '2201B';
 
 /** A value as a field of COPY's CSV format: NULL unquoted and empty, every text quoted, JSON as its text. */
 function copyField(type: DataColumnType, value: unknown): string {
@@ -110,6 +115,27 @@ export const createPostgresDataTables = (pool: pg.Pool): DataTables => ({
   },
   // POSIX regular expressions, Postgres' own.
   matches: (expression, pattern) => sql<boolean>`(${expression} ~ ${pattern})`,
+  async patternError(db, pattern, timeoutMs) {
+    try {
+      await this.withStatementTimeout(db, timeoutMs, (trx) => sql`select '' ~ ${pattern}`.execute(trx));
+      return null;
+    } catch (err) {
+      if ((err as { code?: string }).code === INVALID_REGULAR_EXPRESSION) return (err as Error).message;
+      if (err instanceof QueryTimeoutError) return `Postgres took longer than ${timeoutMs} ms to compile it`;
+      throw err;
+    }
+  },
+  async withStatementTimeout(db, timeoutMs, work) {
+    try {
+      return await db.transaction().execute(async (trx) => {
+        await sql`select set_config('statement_timeout', ${String(Math.max(1, Math.floor(timeoutMs)))}, true)`.execute(trx);
+        return work(trx);
+      });
+    } catch (err) {
+      if ((err as { code?: string }).code === QUERY_CANCELED) throw new QueryTimeoutError(`the query ran longer than ${timeoutMs} ms and was stopped`);
+      throw err;
+    }
+  },
   decode(_type, value) {
     return value === undefined ? null : value;
   },

@@ -33,8 +33,24 @@ export interface DataTables {
   openWriter(db: Kysely<any>, orgId: number, table: string, columns: DataColumn[]): Promise<RowWriter>;
   /** Turns a stored value back into its API value (booleans, JSON and dates differ per dialect). */
   decode(type: DataColumnType, value: unknown): unknown;
-  /** A condition true when `expression` (text) matches the regular expression `pattern`. */
+  /**
+   * A condition true when `expression` (text) matches the regular expression `pattern` somewhere.
+   * The flavour is the engine's: RE2 on SQLite (linear time, no backreferences or lookaround),
+   * Postgres' POSIX regular expressions (`~`) on Postgres.
+   */
   matches(expression: RawBuilder<unknown>, pattern: string): RawBuilder<boolean>;
+  /**
+   * Why the engine behind `matches` cannot compile `pattern` (its own message), or null when it can;
+   * on Postgres the database compiles it, within `timeoutMs`.
+   */
+  patternError(db: Kysely<any>, pattern: string, timeoutMs: number): Promise<string | null>;
+  /**
+   * Runs `work`, each statement it sends through the `db` it is given stopped past `timeoutMs`
+   * (a `QueryTimeoutError`). Postgres enforces it (a transaction with a local statement_timeout);
+   * SQLite's own connection cannot be interrupted, so there statements run to their end: give it
+   * only statements linear in the data (its `regexp` is RE2 for that reason).
+   */
+  withStatementTimeout<T>(db: Kysely<any>, timeoutMs: number, work: (db: Kysely<any>) => Promise<T>): Promise<T>;
   /**
    * SQL text with the bound parameters written in as literals, for a fragment that must be spliced
    * into user-written SQL (whose own parameters keep their numbers).

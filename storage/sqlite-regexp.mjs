@@ -1,18 +1,39 @@
 // Plain JavaScript so both the SQLite adapter and its query worker thread (sqlite-query-worker.mjs,
 // which runs without the TypeScript loader) can register the same function.
+import { RE2JS } from 're2js';
 
 const MAX_COMPILED = 100;
+/** Compiled patterns of this thread, least recently used first. */
+const compiled = new Map();
 
-/** SQLite has the REGEXP operator but no implementation: this one uses JavaScript regular expressions. */
+/**
+ * `pattern` compiled by RE2 (re2js): matching takes time linear in the text, whatever the pattern,
+ * so a user's pattern cannot stall the thread as a backtracking engine can (`^(a+)+$`). Throws RE2's
+ * syntax error for a pattern it refuses (backreferences, lookaround, …). Cached, at most 100.
+ */
+export function compileRegexp(pattern) {
+  let regex = compiled.get(pattern);
+  if (regex) {
+    compiled.delete(pattern);
+  } else {
+    regex = RE2JS.compile(pattern);
+    if (compiled.size >= MAX_COMPILED) compiled.delete(compiled.keys().next().value);
+  }
+  compiled.set(pattern, regex);
+  return regex;
+}
+
+/** SQLite has the REGEXP operator but no implementation: this one is RE2 (see `compileRegexp`). */
 export function registerRegexp(database) {
-  const compiled = new Map();
+  let lastPattern;
+  let lastRegex;
   database.function('regexp', { deterministic: true }, (pattern, value) => {
     if (value === null || pattern === null) return null;
-    let regex = compiled.get(String(pattern));
-    if (!regex) {
-      if (compiled.size > MAX_COMPILED) compiled.clear();
-      compiled.set(String(pattern), (regex = new RegExp(String(pattern))));
+    // A query calls this once per row with the same pattern: no cache bookkeeping for those.
+    if (pattern !== lastPattern) {
+      lastRegex = compileRegexp(String(pattern));
+      lastPattern = pattern;
     }
-    return regex.test(String(value)) ? 1 : 0;
+    return lastRegex.test(String(value)) ? 1 : 0;
   });
 }

@@ -1,4 +1,4 @@
-import { sql, type RawBuilder } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { ROW_ID, type Storage } from '../../storage/index.ts';
 import { PII_MASK, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
 import type { RuleDefinition } from './rule-types.ts';
@@ -17,12 +17,13 @@ export interface Evaluation {
 
 /**
  * Evaluates one rule against a dataset in the database: a row-level rule is a condition that
- * selects failing rows (counted, and sampled); a dataset-level rule compares one measure.
+ * selects failing rows (counted, and sampled); a dataset-level rule compares one measure. Its
+ * queries go through `db` (the caller bounds their time with it).
  */
-export async function evaluate(storage: Storage, catalog: DatasetCatalog, dataset: DatasetInfo, rule: RuleDefinition, scope: RawBuilder<boolean> | null): Promise<Evaluation> {
+export async function evaluate(storage: Storage, db: Kysely<any>, catalog: DatasetCatalog, dataset: DatasetInfo, rule: RuleDefinition, scope: RawBuilder<boolean> | null): Promise<Evaluation> {
   // Under row policies a rule sees (and samples) only the rows its caller may read.
   const table = scope ? sql`(select * from ${catalog.table(dataset)} where ${scope}) as scoped` : catalog.table(dataset);
-  const rowCount = scope ? Number((await sql<{ n: unknown }>`select count(*) as n from ${table}`.execute(storage.db)).rows[0].n) : dataset.row_count;
+  const rowCount = scope ? Number((await sql<{ n: unknown }>`select count(*) as n from ${table}`.execute(db)).rows[0].n) : dataset.row_count;
   const column = 'column' in rule.params && rule.params.column !== undefined ? dataset.columns.find((c) => c.name === (rule.params as { column: string }).column) : undefined;
   if ('column' in rule.params && rule.params.column !== undefined && !column) {
     return { status: 'error', failing_rows: 0, sample: [], message: `column "${rule.params.column}" is no longer in the dataset`, observed: null };
@@ -38,7 +39,7 @@ export async function evaluate(storage: Storage, catalog: DatasetCatalog, datase
     let latest: string | null;
     if (column) {
       if (column.type !== 'date' && column.type !== 'timestamp') return { status: 'error', failing_rows: 0, sample: [], message: `column "${column.name}" is not a date or timestamp`, observed: null };
-      const row = (await sql<{ latest: unknown }>`select max(${sql.id(column.name)}) as latest from ${table}`.execute(storage.db)).rows[0];
+      const row = (await sql<{ latest: unknown }>`select max(${sql.id(column.name)}) as latest from ${table}`.execute(db)).rows[0];
       latest = row.latest === null ? null : String(catalog.decode(column.type, row.latest));
     } else {
       latest = dataset.updated_at;
@@ -74,10 +75,10 @@ export async function evaluate(storage: Storage, catalog: DatasetCatalog, datase
     case 'custom_sql':
       throw new Error('custom SQL rules run through the governed SQL path, not here');
   }
-  const { count } = (await sql<{ count: unknown }>`select count(*) as count from ${table} where ${failing}`.execute(storage.db)).rows[0];
+  const { count } = (await sql<{ count: unknown }>`select count(*) as count from ${table} where ${failing}`.execute(db)).rows[0];
   const failingRows = Number(count);
   const sampleRows = failingRows
-    ? (await sql<Record<string, unknown>>`select * from ${table} where ${failing} order by ${sql.id(ROW_ID)} limit ${SAMPLE_ROWS}`.execute(storage.db)).rows
+    ? (await sql<Record<string, unknown>>`select * from ${table} where ${failing} order by ${sql.id(ROW_ID)} limit ${SAMPLE_ROWS}`.execute(db)).rows
     : [];
   const sample = sampleRows.map((row) =>
     Object.fromEntries(dataset.columns.map((c) => [c.name, c.pii && row[c.name] !== null ? PII_MASK : catalog.decode(c.type, row[c.name])])),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { definePlugin, defineRoute, fieldErrorsOf, identitySchemas as s, kernelServices, problems, reply, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
-import type { Storage } from '../../storage/index.ts';
+import { QueryTimeoutError, type Storage } from '../../storage/index.ts';
 import { datasetCatalog, datasetDeletedHooks, PII_MASK, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
 import { evaluate, SAMPLE_ROWS, type Evaluation } from './evaluate.ts';
 import { governedSql, type GovernedSql } from '../sql/public.ts';
@@ -74,6 +74,8 @@ class RuleRunner {
     private readonly catalog: DatasetCatalog,
     private readonly rules: RuleStore,
     private readonly sql: GovernedSql,
+    /** Time limit of a rule's queries (DATA_QUALITY_TIMEOUT_MS). */
+    private readonly timeoutMs: number,
   ) {}
 
   /**
@@ -81,7 +83,7 @@ class RuleRunner {
    * row policies, time limit and audit as POST /api/sql.
    */
   async customSql(dataset: DatasetInfo, condition: string, principal: Principal, audit: RequestAudit): Promise<Evaluation> {
-    const count = await this.sql.run({ sql: failingRowsSql(dataset, condition, 'count(*)'), timeout_ms: 30_000 }, dataset.org_id, principal, audit);
+    const count = await this.sql.run({ sql: failingRowsSql(dataset, condition, 'count(*)'), timeout_ms: this.timeoutMs }, dataset.org_id, principal, audit);
     const failing = Number(count.rows[0][0]);
     const sample = failing ? await this.sql.run({ sql: failingRowsSql(dataset, condition, '*'), limit: SAMPLE_ROWS }, dataset.org_id, principal, audit) : null;
     const pii = new Set(dataset.columns.filter((c) => c.pii).map((c) => c.name));
@@ -98,35 +100,57 @@ class RuleRunner {
         result = await this.customSql(dataset, (rule.params as { condition: string }).condition, principal, audit);
       } else {
         const { condition } = await this.catalog.scope(principal, dataset);
-        result = await evaluate(this.storage, this.catalog, dataset, { type: rule.type, params: rule.params } as RuleDefinition, condition);
+        const definition = { type: rule.type, params: rule.params } as RuleDefinition;
+        result = await this.storage.dataTables.withStatementTimeout(this.storage.db, this.timeoutMs, (db) => evaluate(this.storage, db, this.catalog, dataset, definition, condition));
       }
     } catch (err) {
-      result = { status: 'error' as const, failing_rows: 0, sample: [], message: `the rule could not be evaluated: ${(err as Error).message}`, observed: null };
+      const message =
+        err instanceof QueryTimeoutError
+          ? `timed out: the rule's query ran longer than ${this.timeoutMs} ms (DATA_QUALITY_TIMEOUT_MS) and was stopped`
+          : `the rule could not be evaluated: ${(err as Error).message}`;
+      result = { status: 'error' as const, failing_rows: 0, sample: [], message, observed: null };
     }
     return this.rules.recordRun(rule, dataset.version, result, startedAt, Math.round((performance.now() - started) * 100) / 100);
   }
 }
 
+/** Time limit of trying a condition or compiling a pattern when a rule is saved. */
+const SAVE_CHECK_TIMEOUT_MS = 5_000;
+
 /** A custom-SQL condition must be one the governed path accepts: tried once, the refusal named. */
 async function checkCondition(sql: GovernedSql, dataset: DatasetInfo, condition: string, principal: Principal, audit: RequestAudit) {
   try {
-    await sql.run({ sql: failingRowsSql(dataset, condition, 'count(*)'), limit: 1, timeout_ms: 5_000 }, dataset.org_id, principal, audit);
+    await sql.run({ sql: failingRowsSql(dataset, condition, 'count(*)'), limit: 1, timeout_ms: SAVE_CHECK_TIMEOUT_MS }, dataset.org_id, principal, audit);
   } catch (err) {
     const detail = (err as { detail?: string }).detail ?? (err as Error).message;
     throw problems.badRequest(`the condition is not usable: ${detail}`, [{ path: 'body.params.condition', message: detail }]);
   }
 }
 
+/**
+ * A pattern the engine that runs it compiles (RE2 on SQLite, Postgres' POSIX flavour on Postgres),
+ * asked of that engine: refused naming `body.params.pattern` otherwise.
+ */
+async function checkPattern(storage: Storage, pattern: string) {
+  const error = await storage.dataTables.patternError(storage.db, pattern, SAVE_CHECK_TIMEOUT_MS);
+  if (error !== null) throw problems.badRequest(`the pattern is not a regular expression the database can run: ${error}`, [{ path: 'body.params.pattern', message: error }]);
+}
+
 /** The `data_quality_rules` router (/api/data-quality): rules on datasets, runs and their history. */
 export default definePlugin({
-  deps: { storage: kernelServices.storage },
+  deps: { storage: kernelServices.storage, config: kernelServices.config },
   migrations: qualityMigrations,
-  init: ({ storage }, ctx) => {
+  init: ({ storage, config }, ctx) => {
     const catalog = ctx.useService(datasetCatalog);
     const sqlService = ctx.useService(governedSql);
     const rules = new RuleStore(storage);
     ctx.contribute(datasetDeletedHooks, (orgId, datasetId) => rules.removeForDataset(orgId, datasetId));
-    const runner = new RuleRunner(storage, catalog, rules, sqlService);
+    const runner = new RuleRunner(storage, catalog, rules, sqlService, config.DATA_QUALITY_TIMEOUT_MS);
+    /** What only the database can tell about a definition: a condition or pattern it cannot run. */
+    const checkRunnable = async (definition: RuleDefinition, dataset: DatasetInfo, principal: Principal, audit: RequestAudit) => {
+      if (definition.type === 'custom_sql') await checkCondition(sqlService, dataset, definition.params.condition, principal, audit);
+      if (definition.type === 'pattern') await checkPattern(storage, definition.params.pattern);
+    };
     const base = { security: 'bearer', orgScoped: true } as const;
     const idParams = s.idParam('id');
     const ruleFields = {
@@ -150,7 +174,7 @@ export default definePlugin({
           handler: async ({ body, orgId, principal, audit }) => {
             const dataset = await catalog.get(orgId!, body.dataset_id);
             const definition = checkDefinition(body, dataset, catalog.seesPii(principal!));
-            if (definition.type === 'custom_sql') await checkCondition(sqlService, dataset, definition.params.condition, principal!, audit);
+            await checkRunnable(definition, dataset, principal!, audit);
             const rule = await rules.create(orgId!, { ...body, ...definition });
             await audit.record({ action: 'dq.rule.create', targetType: 'dq_rule', targetId: rule.id, details: { dataset_id: dataset.id, type: rule.type } });
             return reply(201, rule);
@@ -194,7 +218,7 @@ export default definePlugin({
             if (body.params) {
               const dataset = await catalog.get(orgId!, rule.dataset_id);
               const definition = checkDefinition({ type: rule.type, params: body.params }, dataset, catalog.seesPii(principal!));
-              if (definition.type === 'custom_sql') await checkCondition(sqlService, dataset, definition.params.condition, principal!, audit);
+              await checkRunnable(definition, dataset, principal!, audit);
             }
             const updated = await rules.update(orgId!, rule.id, body);
             await audit.record({ action: 'dq.rule.update', targetType: 'dq_rule', targetId: rule.id, details: { changes: Object.keys(body) } });

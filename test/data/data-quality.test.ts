@@ -104,7 +104,7 @@ describe.each(DIALECTS)('data-quality rules (%s)', (dialect) => {
       [{ name: 'x', type: 'range', params: { column: 'age' } }, 400, 'body.params'],
       [{ name: 'x', type: 'range', params: { column: 'age', min: 5, max: 1 } }, 400, 'body.params'],
       [{ name: 'x', type: 'range', params: { column: 'country', min: 1 } }, 422, 'body.params.column'],
-      [{ name: 'x', type: 'pattern', params: { column: 'email', pattern: '([' } }, 400, 'body.params'],
+      [{ name: 'x', type: 'pattern', params: { column: 'email', pattern: '([' } }, 400, 'body.params.pattern'],
       [{ name: 'x', type: 'allowed_values', params: { column: 'country', values: [] } }, 400, 'body.params.values'],
       [{ name: 'x', type: 'freshness', params: { column: 'country', max_age_hours: 1 } }, 422, 'body.params.column'],
       [{ name: 'x', type: 'not_null', params: { column: 'id', extra: 1 } }, 400, 'body.params'],
@@ -115,6 +115,101 @@ describe.each(DIALECTS)('data-quality rules (%s)', (dialect) => {
       expect(res.body.errors[0].path, JSON.stringify(body)).toBe(path);
     }
     expect((await t.request('GET', `/api/data-quality/rules?dataset_id=${datasetId}`)).body.length).toBe(before);
+  });
+
+  /** A dataset of one text column `s` holding `values`, in a project of its own. */
+  const textDataset = async (name: string, values: string[]) => {
+    const project = await t.request('POST', '/api/projects', { body: { key: name.toUpperCase(), name } });
+    const dataset = await t.request('POST', '/api/datasets', { body: { name, project_id: project.body.id, columns: [{ name: 's', type: 'string' }] } });
+    expect(dataset.status, dataset.text).toBe(201);
+    const csv = ['s', ...values.map((v) => `"${v}"`)].join('\n');
+    expect((await t.request('POST', `/api/datasets/${dataset.body.id}/data`, { body: `${csv}\n`, headers: { 'content-type': 'text/csv' } })).status).toBe(200);
+    return dataset.body.id as number;
+  };
+  const runPattern = async (id: number, pattern: string) => {
+    const rule = await t.request('POST', '/api/data-quality/rules', { body: { dataset_id: id, name: `pattern ${pattern}`, type: 'pattern', params: { column: 's', pattern } } });
+    expect(rule.status, JSON.stringify(rule.body)).toBe(201);
+    const run = await t.request('POST', `/api/data-quality/rules/${rule.body.id}/run`);
+    expect(run.status, run.text).toBe(200);
+    return run.body;
+  };
+  // A backtracking engine takes seconds per value on this (2^28 ways to split the a's): RE2 is linear.
+  const EVIL = `${'a'.repeat(28)}!`;
+
+  it('runs the catastrophic pattern ^(a+)+$ in linear time, with the right result', async () => {
+    const id = await textDataset('evil', [EVIL, 'aaaa', EVIL, 'a', EVIL]);
+    const run = await runPattern(id, '^(a+)+$');
+    expect(run).toMatchObject({ status: 'failed', failing_rows: 3, message: '3 of 5 rows fail' });
+    expect(run.sample.map((r: { s: string }) => r.s)).toEqual([EVIL, EVIL, EVIL]);
+    expect(await runPattern(id, '^(a+)+!?$')).toMatchObject({ status: 'passed', failing_rows: 0 });
+  });
+
+  it('answers GET /healthz while a rule runs the catastrophic pattern over thousands of values', async () => {
+    const id = await textDataset('evil_many', Array.from({ length: 3000 }, (_, i) => (i % 3 ? EVIL : 'aaaaaaaa')));
+    const rule = await t.request('POST', '/api/data-quality/rules', { body: { dataset_id: id, name: 'evil', type: 'pattern', params: { column: 's', pattern: '^(a+)+$' } } });
+    expect(rule.status).toBe(201);
+    const running = t.request('POST', `/api/data-quality/rules/${rule.body.id}/run`);
+    const health = await t.request('GET', '/healthz', { token: null });
+    expect(health.status).toBe(200);
+    const run = await running;
+    expect(run.status).toBe(200);
+    expect(run.body).toMatchObject({ status: 'failed', failing_rows: 2000, message: '2000 of 3000 rows fail' });
+  });
+
+  it('refuses at save a pattern the engine that runs it cannot compile, naming body.params.pattern', async () => {
+    const id = await textDataset('patterns_saved', ['ab']);
+    const save = (pattern: string) => t.request('POST', '/api/data-quality/rules', { body: { dataset_id: id, name: 'p', type: 'pattern', params: { column: 's', pattern } } });
+    // RE2 on SQLite: no backreferences, lookaround or possessive quantifiers (they need backtracking).
+    // Postgres runs its own POSIX flavour, which has backreferences and lookahead but not (?P<name>…).
+    const refused = ['a*+', '(', '(?P<n>a)x(', ...(dialect === 'sqlite' ? ['(a)\\1', '(?=a)', '(?<!a)b'] : ['(?P<n>a)'])];
+    for (const pattern of refused) {
+      const res = await save(pattern);
+      expect(res.status, pattern).toBe(400);
+      expect(res.body.errors[0].path, pattern).toBe('body.params.pattern');
+    }
+    const accepted = ['(?i)^AB$', '\\d+', '[[:alpha:]]+', ...(dialect === 'sqlite' ? ['(?P<n>a)'] : ['(a)\\1', '(?=a)'])];
+    for (const pattern of accepted) expect((await save(pattern)).status, pattern).toBe(201);
+    // A change of parameters is checked the same way.
+    const rule = await save('^a');
+    const patch = await t.request('PATCH', `/api/data-quality/rules/${rule.body.id}`, { body: { params: { column: 's', pattern: 'a*+' } } });
+    expect(patch.status).toBe(400);
+    expect(patch.body.errors[0].path).toBe('body.params.pattern');
+    expect((await t.request('GET', `/api/data-quality/rules/${rule.body.id}`)).body.params.pattern).toBe('^a');
+  });
+
+  it('keeps pattern behaviour on both adapters: anchors, classes, case', async () => {
+    const id = await textDataset('patterns_kept', ['ABC-1234', 'abc-1234', 'xABC-1234y', 'ABC-12345']);
+    const failing = async (pattern: string) => (await runPattern(id, pattern)).failing_rows;
+    expect(await failing('^[A-Z]{3}-[0-9]{4}$')).toBe(3);
+    expect(await failing('[A-Z]{3}-[0-9]{4}')).toBe(1);
+    expect(await failing('^abc')).toBe(3);
+    expect(await failing('(?i)^abc')).toBe(1);
+    expect(await failing('^[[:upper:]]+-\\d+$')).toBe(2);
+    expect(await failing('^\\w+-\\d{4,5}$')).toBe(1);
+    expect(await failing('4$')).toBe(2);
+    expect(await failing('.')).toBe(0);
+  });
+
+  it.runIf(dialect === 'postgres')('stops a rule whose query runs past DATA_QUALITY_TIMEOUT_MS: status error, timed out, not a 500', async () => {
+    const slow = await startTestKernel({ dialect, env: { DATA_QUALITY_TIMEOUT_MS: '100' } });
+    try {
+      const project = await slow.request('POST', '/api/projects', { body: { key: 'SLOW', name: 'Slow' } });
+      const dataset = await slow.request('POST', '/api/datasets', { body: { name: 'slow', project_id: project.body.id, columns: [{ name: 's', type: 'string' }] } });
+      expect((await slow.request('POST', `/api/datasets/${dataset.body.id}/rows`, { body: Array.from({ length: 5 }, () => ({ s: 'a'.repeat(600) })) })).status).toBe(200);
+      // A backreference makes Postgres' engine search: close to a second per value here.
+      const rule = await slow.request('POST', '/api/data-quality/rules', { body: { dataset_id: dataset.body.id, name: 'slow', type: 'pattern', params: { column: 's', pattern: '^(a{1,200}){1,200}\\1$' } } });
+      expect(rule.status, rule.text).toBe(201);
+      const run = await slow.request('POST', `/api/data-quality/rules/${rule.body.id}/run`);
+      expect(run.status).toBe(200);
+      expect(run.body).toMatchObject({ status: 'error', failing_rows: 0 });
+      expect(run.body.message).toMatch(/timed out/);
+      const report = await slow.request('POST', `/api/data-quality/datasets/${dataset.body.id}/run`);
+      expect(report.status).toBe(200);
+      expect(report.body.status).toBe('failed');
+      expect(report.body.runs[0].message).toMatch(/timed out/);
+    } finally {
+      await slow.stop();
+    }
   });
 
   it('runs every enabled rule of a dataset and summarises by severity, keeping history', async () => {
