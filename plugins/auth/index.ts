@@ -7,5 +7,5 @@ import { tokenRoutes } from './token-routes.ts';
 /** The `auth` router: sign-in, password flows and personal access tokens. */
 export default definePlugin({
   deps: authDeps,
-  init: (services) => ({ routes: [...sessionRoutes(services), ...passwordRoutes(services), ...tokenRoutes(services)] }),
+  init: (services, ctx) => ({ routes: [...sessionRoutes(services), ...passwordRoutes(services, ctx), ...tokenRoutes(services)] }),
 });

@@ -5,6 +5,8 @@ import {
   defineRoute,
   identitySchemas as s,
   problems,
+  type PluginContext,
+  type RequestAudit,
 } from '../../kernel/plugin-api.ts';
 import type { AuthServices } from './services.ts';
 
@@ -13,8 +15,37 @@ const hashResetToken = (token: string) => crypto.createHash('sha256').update(tok
 /** A password change ends every earlier JWT of the user, the caller's too: the answer carries the replacement. */
 const passwordChangedSchema = z.object({ ...s.statusMessageSchema.shape, ...s.accessTokenSchema.shape });
 
+/** What a failure message may quote of an address (an SMTP refusal names its recipient). */
+const ADDRESSES = /[^\s<>"'(),;:]+@[^\s<>"'(),;:]+/g;
+
+/** The same answer, whether or not the address belongs to an account. */
+const FORGOT_ANSWER = { status: 'if the address belongs to an account, a reset token has been e-mailed' };
+
 /** Password change, forgotten password and reset (spec §3.2, §5.10); each ends the user's earlier JWTs. */
-export function passwordRoutes({ users, sessions, mail, config, logger }: AuthServices) {
+export function passwordRoutes({ users, sessions, mail, config, logger }: AuthServices, ctx: Pick<PluginContext, 'onDispose'>) {
+  /** The lookup, audit, token and mail of a forgot-password request, done after it is answered. */
+  const forgotten = async (email: string, audit: RequestAudit) => {
+    const user = await users.findByEmail(email);
+    await audit.record({ action: 'auth.password.forgot', actor: { userId: null, username: null }, targetType: 'user', targetId: user?.id ?? null, orgId: user?.default_org_id ?? null, details: { known_address: !!user } });
+    if (!user?.is_active) return;
+    const token = crypto.randomBytes(32).toString('base64url');
+    await users.setResetToken(user.id, hashResetToken(token), new Date(Date.now() + config.RESET_TOKEN_TTL_MINUTES * 60_000).toISOString());
+    await mail.send({
+      to: user.email,
+      subject: 'Reset your password',
+      text: `Someone asked to reset the password of ${user.username}.\nUse this one-time token within ${config.RESET_TOKEN_TTL_MINUTES} minutes:\n\n${token}\n\nIf it was not you, ignore this mail.\n`,
+    });
+  };
+  // Work still running when the plugin is unloaded (or the kernel stops) is waited for, at most
+  // SHUTDOWN_TIMEOUT_MS (an SMTP server that never answers must not hold the shutdown).
+  const running = new Set<Promise<void>>();
+  ctx.onDispose(async () => {
+    let timer: NodeJS.Timeout | undefined;
+    const limit = new Promise<void>((resolve) => (timer = setTimeout(resolve, config.SHUTDOWN_TIMEOUT_MS)));
+    await Promise.race([Promise.allSettled([...running]), limit]);
+    clearTimeout(timer);
+  });
+
   return [
     defineRoute({
       method: 'post',
@@ -43,22 +74,16 @@ export function passwordRoutes({ users, sessions, mail, config, logger }: AuthSe
       security: 'none',
       request: { body: z.object({ email: z.string().min(3).max(320) }) },
       responses: { 202: { description: 'Accepted', schema: s.statusMessageSchema } },
-      handler: async ({ body, audit }) => {
-        const user = await users.findByEmail(body.email);
-        await audit.record({ action: 'auth.password.forgot', actor: { userId: null, username: null }, targetType: 'user', targetId: user?.id ?? null, orgId: user?.default_org_id ?? null, details: { known_address: !!user } });
-        if (user?.is_active) {
-          const token = crypto.randomBytes(32).toString('base64url');
-          await users.setResetToken(user.id, hashResetToken(token), new Date(Date.now() + config.RESET_TOKEN_TTL_MINUTES * 60_000).toISOString());
-          // Not awaited: a known address must not answer slower than an unknown one.
-          mail
-            .send({
-              to: user.email,
-              subject: 'Reset your password',
-              text: `Someone asked to reset the password of ${user.username}.\nUse this one-time token within ${config.RESET_TOKEN_TTL_MINUTES} minutes:\n\n${token}\n\nIf it was not you, ignore this mail.\n`,
-            })
-            .catch((err) => logger.error({ err: (err as Error).message, user_id: user.id }, 'reset mail could not be sent'));
-        }
-        return { status: 'if the address belongs to an account, a reset token has been e-mailed' };
+      // Before the answer, a known and an unknown address go through exactly the same steps: the
+      // body is validated and the work is queued. The lookup, audit, token and mail run after the
+      // answer is written (setImmediate comes after it), so their cost cannot tell the two apart.
+      handler: ({ body, audit }) => {
+        const job = new Promise<void>((resolve) => setImmediate(resolve))
+          .then(() => forgotten(body.email, audit))
+          .catch((err: unknown) => logger.error({ err: String((err as Error)?.message ?? err).replace(ADDRESSES, '[address]') }, 'forgot-password could not be completed'))
+          .finally(() => running.delete(job));
+        running.add(job);
+        return FORGOT_ANSWER;
       },
     }),
     defineRoute({

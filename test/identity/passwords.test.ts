@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DIALECTS } from '../harness/dialects.ts';
 import { startTestKernel, type TestKernel, type TestResponse } from '../harness/index.ts';
 import { secretLines, startSmtpServer, type ReceivedMail, type TestSmtpServer } from '../harness/smtp-server.ts';
@@ -257,6 +258,49 @@ describe.each(DIALECTS)('password flows and mail (%s)', (dialect) => {
     expect((await login('carol', fresh)).status).toBe(200);
   });
 
+  it('forgot-password answers the same bytes for a known, a deactivated and an unknown address, doing the work after answering', async () => {
+    const known = await createUser({ username: 'ivy', email: 'ivy@example.test', role: 'viewer', password: 'Maple-Harbor#5512' });
+    const gone = await createUser({ username: 'jack', email: 'jack@example.test', role: 'viewer', password: 'Cedar-Valley#8830' });
+    expect((await request('DELETE', `/api/users/${gone.body.id}`)).status).toBeLessThan(300);
+    const audited = async () => (await request('GET', '/api/audit?action=auth.password.forgot&limit=500')).body.items.length as number;
+    const auditedBefore = await audited();
+    const before = lastSeq();
+    const answers = await Promise.all(['ivy@example.test', 'jack@example.test', 'nobody-at-all@example.test', 'IVY@example.test'].map((email) => request('POST', '/api/auth/forgot-password', { token: null, body: { email } })));
+    for (const res of answers) {
+      expect(res.status).toBe(202);
+      expect(res.text).toBe(answers[0].text);
+      expect([...res.headers.entries()].filter(([name]) => !['date', 'x-request-id'].includes(name))).toEqual([...answers[0].headers.entries()].filter(([name]) => !['date', 'x-request-id'].includes(name)));
+    }
+    // The lookup, audit, token and mail follow: two mails to ivy, none to the others, four audit rows.
+    await vi.waitFor(() => expect(smtp.messages.filter((m) => m.seq > before && m.to.includes('ivy@example.test'))).toHaveLength(2), { timeout: MAIL_WAIT_MS });
+    await vi.waitFor(async () => expect(await audited()).toBe(auditedBefore + 4));
+    await expect(mailTo('jack@example.test', before, NO_MAIL_WAIT_MS)).rejects.toThrow(/no matching mail/);
+    expect((await userRow(known.body.id)).reset_token_hash).toBeTruthy();
+    expect((await userRow(gone.body.id)).reset_token_hash).toBeNull();
+    for (const mail of smtp.messages.filter((m) => m.seq > before)) secrets.add(secretOf(mail));
+  });
+
+  it('forgot-password answers before it looks anything up: 202 even while the users table is gone, the failure logged without the address', async () => {
+    expect((await createUser({ username: 'kim', email: 'kim.secret-name@example.test', role: 'viewer', password: 'Birch-Signal#2291' })).status).toBe(201);
+    const unknown = await request('POST', '/api/auth/forgot-password', { token: null, body: { email: 'nobody-at-all@example.test' } });
+    const failures = () => logs.filter((line) => /forgot-password could not be completed/.test(line));
+    const logged = failures().length;
+    await sql`alter table users rename to users_away`.execute(t.kernel.storage.db);
+    try {
+      const known = await request('POST', '/api/auth/forgot-password', { token: null, body: { email: 'kim.secret-name@example.test' } });
+      expect(known.status).toBe(202);
+      expect(known.text).toBe(unknown.text);
+      await vi.waitFor(() => expect(failures().length).toBe(logged + 1));
+    } finally {
+      await sql`alter table users_away rename to users`.execute(t.kernel.storage.db);
+    }
+    expect(failures().at(-1)).not.toContain('kim.secret-name');
+    // Served again once the table is back.
+    const before = lastSeq();
+    expect((await request('POST', '/api/auth/forgot-password', { token: null, body: { email: 'kim.secret-name@example.test' } })).status).toBe(202);
+    secrets.add(secretOf(await mailTo('kim.secret-name@example.test', before)));
+  });
+
   describe('a password change or reset ends earlier sessions (JWTs), not personal access tokens', () => {
     const me = (token: string) => request('GET', '/api/me', { token });
     const expectEnded = async (token: string) => {
@@ -337,8 +381,14 @@ describe.each(DIALECTS)('password flows and mail (%s)', (dialect) => {
     expect(created.status).toBe(201);
     const before = Date.now();
     expect((await request('POST', '/api/auth/forgot-password', { token: null, body: { email: 'hank@example.test' } })).status).toBe(202);
+    // The token is made after the answer: wait for it.
+    const row = await vi.waitFor(async () => {
+      const stored = await userRow(created.body.id);
+      if (!stored.reset_token_expires_at) throw new Error('no reset token yet');
+      return stored;
+    });
     const after = Date.now();
-    const expires = Date.parse(String((await userRow(created.body.id)).reset_token_expires_at));
+    const expires = Date.parse(String(row.reset_token_expires_at));
     const hour = 60 * 60_000;
     // The stored time may be rounded to the millisecond or the second by the database.
     expect(expires).toBeGreaterThanOrEqual(before + hour - 1000);
