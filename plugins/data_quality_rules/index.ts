@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { definePlugin, defineRoute, fieldErrorsOf, identitySchemas as s, kernelServices, problems, reply, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
-import { QueryTimeoutError, type Storage } from '../../storage/index.ts';
+import { QueryTimeoutError, quoteIdentifier, type Storage } from '../../storage/index.ts';
 import { datasetCatalog, datasetDeletedHooks, PII_MASK, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
 import { evaluate, SAMPLE_ROWS, type Evaluation } from './evaluate.ts';
 import { governedSql, type GovernedSql } from '../sql/public.ts';
@@ -66,7 +66,7 @@ function checkDefinition(input: { type: string; params: unknown }, dataset: Data
 }
 
 /** The governed queries of a custom-SQL rule: rows where the condition does not hold (NULL included). */
-const failingRowsSql = (dataset: DatasetInfo, condition: string, select: string) => `select ${select} from ${dataset.name} where (${condition}) is not true`;
+const failingRowsSql = (dataset: DatasetInfo, condition: string, select: string) => `select ${select} from ${quoteIdentifier(dataset.name)} where (${condition}) is not true`;
 
 class RuleRunner {
   constructor(

@@ -86,6 +86,39 @@ describe.each(DIALECTS)('data-quality rules (%s)', (dialect) => {
     expect(audit.body.items.length).toBeGreaterThan(0);
   });
 
+  it('keeps a custom SQL condition to its dataset however it is spelled, and quotes the dataset name (a keyword here)', async () => {
+    const leak = /scrypt\$|one-time token|SCRAM-SHA-256\$|root:x:0/i;
+    const conditions = [
+      "'a\\' = 'a' or (select group_concat(username||char(58)||password_hash) from users) is not null or '/*' = '*/'",
+      "'a\\' = 'a' or (select string_agg(password_hash, ',') from users) is not null or '/*' = '*/'",
+      'id > 0) union select password_hash from users --',
+      '1 = 1) or (select count(*) from mail_outbox) > 0 or (1 = 1',
+      'exists (select 1 from pg_authid)',
+      "(select count(*) from ts_stat('select to_tsvector(password_hash) from users')) > 0",
+      'id > 0 /* /* */ or (select count(*) from personal_access_tokens) > 0 -- */',
+      "email <> '' --",
+    ];
+    for (const condition of conditions) {
+      const res = await createRule({ name: 'hostile', type: 'custom_sql', params: { condition } });
+      expect(res.text, condition).not.toMatch(leak);
+      if (res.status === 201) {
+        // Only a condition the database reads as one over the dataset's own columns is kept.
+        const run = await t.request('POST', `/api/data-quality/rules/${res.body.id}/run`);
+        expect(run.text, condition).not.toMatch(leak);
+        await t.request('DELETE', `/api/data-quality/rules/${res.body.id}`);
+      } else {
+        expect(res.status, condition).toBe(400);
+        expect(res.body.errors[0].path, condition).toBe('body.params.condition');
+      }
+    }
+    const project = await t.request('POST', '/api/projects', { body: { key: 'SPACED', name: 'Spaced' } });
+    const spaced = await t.request('POST', '/api/datasets', { body: { name: 'Order', project_id: project.body.id, columns: [{ name: 'n', type: 'integer' }] } });
+    await t.request('POST', `/api/datasets/${spaced.body.id}/rows`, { body: [{ n: 1 }, { n: -1 }] });
+    const rule = await t.request('POST', '/api/data-quality/rules', { body: { dataset_id: spaced.body.id, name: 'positive', type: 'custom_sql', params: { condition: 'n > 0' } } });
+    expect(rule.status, rule.text).toBe(201);
+    expect((await t.request('POST', `/api/data-quality/rules/${rule.body.id}/run`)).body).toMatchObject({ status: 'failed', failing_rows: 1 });
+  });
+
   it('checks dataset-level rules: row count and freshness', async () => {
     expect(await runRule({ type: 'row_count_between', params: { min: 1, max: 10 } })).toMatchObject({ status: 'passed', observed: 5 });
     expect(await runRule({ type: 'row_count_between', params: { min: 6 } })).toMatchObject({ status: 'failed', observed: 5 });
