@@ -33,7 +33,7 @@ export function resolveSecrets(settings: Settings): KernelSecrets {
     vaultKey: pick(settings.VAULT_KEY, 'vaultKey'),
   };
   if (Object.keys(generated).length > 0) {
-    fs.mkdirSync(settings.DATA_DIR, { recursive: true });
+    fs.mkdirSync(settings.DATA_DIR, { recursive: true, mode: 0o700 });
     fs.writeFileSync(file, JSON.stringify({ ...stored, ...generated }, null, 2), { mode: 0o600 });
     fs.chmodSync(file, 0o600);
   }

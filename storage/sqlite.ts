@@ -14,9 +14,24 @@ import type { Storage, TableSnapshot } from './types.ts';
 
 const BUSY_TIMEOUT_MS = 5000;
 
+/**
+ * The database holds every tenant's data and the password hashes: only the platform's own user may
+ * read it. A folder it creates is 0700 and the file 0600, both under the umask (SQLite gives the
+ * -wal and -shm files the main file's mode); an existing file, -wal or -shm that group or others
+ * may read is tightened to its owner's bits.
+ */
+function restrictDatabaseFiles(file: string) {
+  fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true, mode: 0o700 });
+  fs.closeSync(fs.openSync(file, 'a', 0o600));
+  for (const name of [file, `${file}-wal`, `${file}-shm`]) {
+    const mode = fs.statSync(name, { throwIfNoEntry: false })?.mode;
+    if (mode !== undefined && mode & 0o077) fs.chmodSync(name, mode & 0o700);
+  }
+}
+
 /** SQLite adapter over better-sqlite3: WAL journal, foreign keys enforced, a busy timeout. */
 export function openSqliteStorage(file: string): Storage {
-  if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  if (file !== ':memory:') restrictDatabaseFiles(file);
   const database = new Database(file);
   database.pragma('journal_mode = WAL');
   // In WAL mode NORMAL is durable across application crashes and only risks the newest

@@ -1,8 +1,12 @@
 import { execFile } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { sql } from 'kysely';
+import { loadSettings } from '../../kernel/config.ts';
 import { kernelMigrations } from '../../kernel/migrations/index.ts';
+import { resolveSecrets } from '../../kernel/secrets.ts';
 import { pluginMigrationSources } from '../../kernel/registry/migration-sources.ts';
 import { Migrator, openStorage, type Migration, type MigrationSource, type Storage } from '../../storage/index.ts';
 import { createScratchDatabase, DIALECTS, REPO_ROOT, tempDir } from '../harness/index.ts';
@@ -121,5 +125,62 @@ describe.each(DIALECTS)('migrations (%s)', (dialect) => {
     } finally {
       await database.drop();
     }
+  });
+});
+
+describe('SQLite files', () => {
+  const temp = tempDir();
+  const modeOf = (file: string) => fs.statSync(file).mode & 0o777;
+  /** What a mode becomes under this process's umask (a stricter umask is honoured). */
+  const masked = (mode: number) => mode & ~process.umask();
+  afterAll(() => temp.remove());
+
+  it('creates DATA_DIR 0700 and the database, its -wal and its -shm 0600', async () => {
+    const dataDir = path.join(temp.dir, 'fresh', 'data');
+    resolveSecrets(loadSettings({ DATA_DIR: dataDir }));
+    expect(modeOf(dataDir)).toBe(masked(0o700));
+    expect(modeOf(path.join(temp.dir, 'fresh'))).toBe(masked(0o700));
+    const storage = openStorage(undefined, dataDir);
+    try {
+      await sql`create table probe (id integer primary key, label text)`.execute(storage.db);
+      await sql`insert into probe (label) values ('x')`.execute(storage.db);
+      for (const name of ['platform.db', 'platform.db-wal', 'platform.db-shm']) expect(modeOf(path.join(dataDir, name)), name).toBe(masked(0o600));
+    } finally {
+      await storage.close();
+    }
+    // A database elsewhere (sqlite:PATH): its folder too.
+    const elsewhere = path.join(temp.dir, 'elsewhere', 'db');
+    const other = openStorage(`sqlite:${path.join(elsewhere, 'x.db')}`, dataDir);
+    await other.close();
+    expect(modeOf(elsewhere)).toBe(masked(0o700));
+    expect(modeOf(path.join(elsewhere, 'x.db'))).toBe(masked(0o600));
+  });
+
+  it('tightens an existing database file (and -wal, -shm) that group or others may read, keeping a stricter one', async () => {
+    const dataDir = path.join(temp.dir, 'old');
+    fs.mkdirSync(dataDir, { recursive: true });
+    const file = path.join(dataDir, 'platform.db');
+    const first = openStorage(undefined, dataDir);
+    await sql`create table probe (id integer primary key)`.execute(first.db);
+    await first.close();
+    fs.chmodSync(file, 0o644);
+    fs.writeFileSync(`${file}-wal`, '');
+    fs.chmodSync(`${file}-wal`, 0o666);
+    const reopened = openStorage(undefined, dataDir);
+    try {
+      expect(modeOf(file)).toBe(0o600);
+      expect(modeOf(`${file}-wal`)).toBe(0o600);
+      await sql`insert into probe default values`.execute(reopened.db);
+      expect(modeOf(`${file}-shm`)).toBe(0o600);
+    } finally {
+      await reopened.close();
+    }
+    const stricter = path.join(dataDir, 'strict.db');
+    fs.writeFileSync(stricter, '');
+    fs.chmodSync(stricter, 0o400);
+    try {
+      await openStorage(`sqlite:${stricter}`, dataDir).close(); // a read-only file may not open at all
+    } catch {}
+    expect(modeOf(stricter)).toBe(0o400);
   });
 });
