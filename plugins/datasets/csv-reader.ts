@@ -1,15 +1,19 @@
 import { Transform, type Readable } from 'node:stream';
 import Papa from 'papaparse';
 import { HttpProblem, problems } from '../../kernel/plugin-api.ts';
+import { FieldMeter, guessNewline, type Newline } from './csv-field-limit.ts';
 
 /**
  * Decodes the upload as strict UTF-8 while counting bytes and lines: undecodable bytes are a 400
- * naming the line, more than `limitBytes` a 413. Nothing is buffered beyond one chunk.
+ * naming the line, more than `limitBytes` a 413, a field of more than `maxFieldBytes` a 422
+ * (FieldMeter). Nothing is buffered beyond one chunk. `begin` learns the file's line break from the
+ * first text, before that text is passed on.
  */
-function strictUtf8(limitBytes: number): Transform {
+function strictUtf8(limitBytes: number, maxFieldBytes: number, begin: (newline: Newline) => void): Transform {
   const decoder = new TextDecoder('utf-8', { fatal: true });
   let bytes = 0;
   let line = 1;
+  let fields: FieldMeter | undefined;
   const decode = (chunk: Buffer | undefined, stream: boolean) => {
     try {
       return decoder.decode(chunk, { stream });
@@ -25,6 +29,13 @@ function strictUtf8(limitBytes: number): Transform {
       if (bytes > limitBytes) return done(new HttpProblem(413, `the upload is larger than the limit of ${limitBytes} bytes (DATASET_UPLOAD_LIMIT)`));
       try {
         const text = decode(chunk, true);
+        if (!fields && text) {
+          // A chunk without text holds no ASCII byte (a BOM, part of a character): nothing to measure yet.
+          const newline = guessNewline(text);
+          fields = new FieldMeter(maxFieldBytes, newline);
+          begin(newline);
+        }
+        fields?.scan(chunk);
         for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) line += 1;
         done(null, text);
       } catch (err) {
@@ -33,7 +44,9 @@ function strictUtf8(limitBytes: number): Transform {
     },
     flush(done) {
       try {
-        done(null, decode(undefined, false));
+        const text = decode(undefined, false);
+        if (!fields) begin('\n'); // an empty file: the parser still has to see it end
+        done(null, text);
       } catch (err) {
         done(err as Error);
       }
@@ -90,11 +103,11 @@ const QUOTE_ERRORS: Record<string, string> = {
  * as Excel and Python's csv module do). Ragged rows and bad quoting are a 400 naming the line.
  * The parser pauses the upload while a batch is being stored, so memory does not follow file size.
  */
-export async function* readCsv(source: Readable, limitBytes: number): AsyncGenerator<CsvBatch> {
+export async function* readCsv(source: Readable, limitBytes: number, maxFieldBytes: number): AsyncGenerator<CsvBatch> {
   // The upload's own failure (a multipart form without its closing boundary, a client gone): a 400 about the body.
   const unreadable = (err: Error) => problems.badRequest(`the request body could not be read to its end: ${err.message}`, [{ path: 'body', message: err.message }]);
   if (source.errored) throw unreadable(source.errored);
-  const decoded = source.pipe(strictUtf8(limitBytes));
+  const decoded = source.pipe(strictUtf8(limitBytes, maxFieldBytes, (newline) => parse(newline)));
   source.on('error', (err) => decoded.destroy(unreadable(err)));
   const queue: (CsvBatch | Error)[] = [];
   let finished = false;
@@ -105,10 +118,13 @@ export async function* readCsv(source: Readable, limitBytes: number): AsyncGener
     wake?.();
     wake = null;
   };
+  decoded.on('error', (err) => arrive(err)); // also before the parser starts
   const lines = new LineCounter();
-  Papa.parse<string[]>(decoded as unknown as NodeJS.ReadableStream, {
+  // Started once the first text tells the line break, so that papaparse and the FieldMeter split records alike.
+  const parse = (newline: Newline) => Papa.parse<string[]>(decoded as unknown as NodeJS.ReadableStream, {
     delimiter: ',',
     quoteChar: '"',
+    newline,
     skipEmptyLines: false, // counted, then skipped, by LineCounter: line numbers must stay right
     chunk: (results, handle) => {
       // Until the batch is taken: the handle stops parsing, the stream stops reading (papaparse
@@ -126,7 +142,6 @@ export async function* readCsv(source: Readable, limitBytes: number): AsyncGener
       finished = true;
       arrive();
     },
-    error: (err: Error) => arrive(err),
   });
   try {
     for (;;) {

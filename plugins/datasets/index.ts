@@ -46,7 +46,7 @@ export default definePlugin({
     });
     return {
       routes: [
-        ...datasetRoutes({ store, policies, readRows, loader, storage, deletedHooks, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT) }),
+        ...datasetRoutes({ store, policies, readRows, loader, storage, deletedHooks, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT), maxFieldBytes: config.CSV_MAX_FIELD_BYTES }),
         ...policyRoutes({ store, policies }),
         ...contractRoutes({ store, contracts, operations }),
       ],

@@ -27,6 +27,8 @@ export interface DatasetRouteDeps {
   /** What other plugins drop once a dataset is deleted (the `datasets.deleted` extension point). */
   deletedHooks: ReadonlySet<DatasetDeletedHook>;
   uploadLimitBytes: number;
+  /** CSV_MAX_FIELD_BYTES */
+  maxFieldBytes: number;
 }
 
 /** The API view of a dataset: the physical table name stays inside the platform. */
@@ -35,7 +37,7 @@ const publicDataset = ({ table_name: _table, created_by: _by, ...dataset }: Data
 const idParams = s.idParam('id');
 const base = { security: 'bearer', orgScoped: true } as const;
 
-export function datasetRoutes({ store, policies, readRows, loader, storage, deletedHooks, uploadLimitBytes }: DatasetRouteDeps) {
+export function datasetRoutes({ store, policies, readRows, loader, storage, deletedHooks, uploadLimitBytes, maxFieldBytes }: DatasetRouteDeps) {
   const columnsInput = z
     .array(z.object({ name: columnName, type: z.enum(DATA_COLUMN_TYPES), pii: z.boolean().default(false), description: z.string().max(2000).nullable().default(null) }))
     .max(MAX_COLUMNS)
@@ -167,7 +169,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
       responses: { 200: { description: 'The dataset after the load', schema: loadResultSchema } },
       handler: async ({ params, query, orgId, koa, audit }) => {
         const dataset = await store.get(orgId!, params.id as number);
-        const records = readCsv(await uploadedFile(koa), uploadLimitBytes);
+        const records = readCsv(await uploadedFile(koa), uploadLimitBytes, maxFieldBytes);
         const { columns, batches } = await csvRows(records, dataset.columns, query.mode);
         const { dataset: after, loaded } = await loader.load(dataset, columns, batches, query.mode);
         await audit.record({ action: 'dataset.data.load', targetType: 'dataset', targetId: dataset.id, details: { mode: query.mode, rows: loaded, format: 'csv' } });

@@ -1,4 +1,6 @@
+import { once } from 'node:events';
 import http from 'node:http';
+import net from 'node:net';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS, startTestKernel, type DialectName, type TestKernel, type TestResponse } from '../harness/index.ts';
@@ -520,6 +522,17 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
         await expectUnchanged();
       });
 
+      it('a 25 MB field, or a quote never closed in a 25 MB file, at the default CSV_MAX_FIELD_BYTES: 422 naming the line', async () => {
+        const field = await h.upload(ds.id, `s,i\na,1\n"multi\nline",2\nb,3\n${'x'.repeat(25 * 1024 * 1024)},4\n`, mode);
+        expect(field.status).toBe(422);
+        expect(field.body.detail).toMatch(/^line 6, field 1: longer than the limit of 1048576 bytes \(CSV_MAX_FIELD_BYTES\)/);
+        const rows = Array.from({ length: 1_500_000 }, (_, k) => `row ${k},${k}`).join('\n');
+        const unclosed = await h.upload(ds.id, `s,i\na,1\n"never closed,2\n${rows}\n`, mode);
+        expect(unclosed.status).toBe(422);
+        expect(unclosed.body.detail).toMatch(/^line 3, field 1: longer than the limit of 1048576 bytes/);
+        await expectUnchanged();
+      });
+
       it('a NUL character in a value: 422 naming the line and column', async () => {
         const plain = await h.upload(ds.id, 's,i\na,1\nb\u0000c,2\nd,3\n', mode);
         expect(plain.status).toBe(422);
@@ -573,6 +586,22 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
         expect(late.status).toBe(400);
         expect(late.body.detail).toMatch(/Unexpected end of form/);
         await expectUnchanged(); // and the server still answers
+      });
+
+      it.each(['multipart', 'text/csv'] as const)('a client gone mid-upload (%s): the load is abandoned, its staging table dropped', async (kind) => {
+        const boundary = 'gone-42';
+        const csv = ['s,i', ...Array.from({ length: 5000 }, (_, k) => `r${k},${k}`)].join('\n') + '\n';
+        const body = kind === 'multipart' ? `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.csv"\r\n\r\n${csv}` : csv;
+        const url = new URL(t.url);
+        const socket = net.connect(Number(url.port), url.hostname);
+        await once(socket, 'connect');
+        const type = kind === 'multipart' ? `multipart/form-data; boundary=${boundary}` : 'text/csv';
+        socket.write(`POST /api/datasets/${ds.id}/data?mode=${mode} HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${t.adminToken}\r\nContent-Type: ${type}\r\nContent-Length: ${body.length + 100_000}\r\n\r\n${body}`);
+        // Gone once the load has begun (its staging table exists), with the body unfinished.
+        await expect.poll(async () => (await h.physicalTables(1)).some((name) => name.includes('_load_')), { timeout: 10_000 }).toBe(true);
+        socket.destroy();
+        await expect.poll(async () => (await h.physicalTables(1)).filter((name) => name.includes('_load_')), { timeout: 10_000 }).toEqual([]);
+        await expectUnchanged();
       });
 
       it('a wrong content type: 415', async () => {
@@ -648,13 +677,13 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
     });
   });
 
-  describe('upload size limit', () => {
+  describe('upload size limits', () => {
     let small: TestKernel;
     let sh: ReturnType<typeof helpers>;
     let smallProject: number;
 
     beforeAll(async () => {
-      small = await startTestKernel({ dialect, env: { DATASET_UPLOAD_LIMIT: '1kb' } });
+      small = await startTestKernel({ dialect, env: { DATASET_UPLOAD_LIMIT: '1kb', CSV_MAX_FIELD_BYTES: '100' } });
       sh = helpers(small, dialect);
       smallProject = (await small.request('POST', '/api/projects', { body: { key: 'SMALL', name: 'Small' } })).body.id;
     });
@@ -678,6 +707,35 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
       const table = await sh.tableName(ds.id);
       expect((await sh.physicalTables(1)).filter((name) => name.includes('_load_'))).toEqual([]);
       expect(await sh.physicalTables(1)).toContain(table);
+    });
+
+    it('refuses a field past CSV_MAX_FIELD_BYTES (bytes as written, quotes included) with a 422 naming the line it starts on and the limit, in both modes', async () => {
+      const ds = await sh.createDataset(smallProject, [{ name: 'k', type: 'integer' }, { name: 'v', type: 'string' }]);
+      const atLimit = `k,v\n1,${'x'.repeat(100)}\n2,"${'y'.repeat(98)}"\n3,"${'""'.repeat(49)}"\n`;
+      const fits = await sh.upload(ds.id, atLimit);
+      expect(fits.status, JSON.stringify(fits.body)).toBe(200);
+      expect((await sh.allRows(ds.id)).map((r) => r.v)).toEqual(['x'.repeat(100), 'y'.repeat(98), '"'.repeat(49)]);
+      const before = await sh.snapshot(ds.id);
+      const over = {
+        unquoted: [`k,v\n1,a\n2,${'x'.repeat(101)}\n3,c\n`, 3],
+        'multi-byte': [`k,v\n1,a\n2,${'\u00e9'.repeat(51)}\n`, 3], // 51 characters, 102 bytes
+        'quoted, after a quoted line break': [`k,v\n1,"multi\nline"\n2,"${'y'.repeat(99)}"\n`, 4],
+        'escaped quotes': [`k,v\n1,"${'""'.repeat(50)}"\n`, 2],
+        'CRLF lines': [`k,v\r\n1,"a\r\nb"\r\n2,${'x'.repeat(101)}\r\n`, 4],
+        'in the header': [`k,${'h'.repeat(101)}\n1,a\n`, 1],
+        'a quote never closed': [`k,v\n1,a\n2,"starts here\n${Array.from({ length: 30 }, (_, k) => `${k},row ${k}`).join('\n')}\n`, 3],
+      } as const;
+      for (const mode of ['append', 'replace'] as const) {
+        for (const [what, [csv, line]] of Object.entries(over)) {
+          const res = await sh.upload(ds.id, csv, mode);
+          expect(res.status, `${mode}, ${what}: ${JSON.stringify(res.body)}`).toBe(422);
+          expect(res.body.detail, what).toMatch(new RegExp(`^line ${line}, field \\d: longer than the limit of 100 bytes \\(CSV_MAX_FIELD_BYTES\\)`));
+          expect(res.body.errors[0].path).toBe('body');
+        }
+        expect(await sh.snapshot(ds.id)).toEqual(before);
+      }
+      expect((await sh.upload(ds.id, over['a quote never closed'][0])).body.detail).toMatch(/quoted field.*closing quote/);
+      expect((await sh.physicalTables(1)).filter((name) => name.includes('_load_'))).toEqual([]);
     });
   });
 

@@ -22,6 +22,7 @@ describe('settings', () => {
       PAT_RATE_LIMIT_PER_MIN: 0,
       CORS_ALLOWED_ORIGINS: [],
       IDP_ALLOWED_DOMAINS: [],
+      CSV_MAX_FIELD_BYTES: 1024 * 1024,
     });
     expect(settings.DATABASE_URL).toBeUndefined();
   });
@@ -41,6 +42,8 @@ describe('settings', () => {
     ['LOG_LEVEL', 'loud'],
     ['JWT_SECRET', 'short'],
     ['BODY_LIMIT', 'lots'],
+    ['CSV_MAX_FIELD_BYTES', '0'],
+    ['CSV_MAX_FIELD_BYTES', '1mb'],
   ])('names %s when it is invalid (%s)', (name, value) => {
     expect(() => loadSettings({ [name]: value })).toThrow(new RegExp(`^invalid setting ${name}: `));
   });
