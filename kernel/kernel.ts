@@ -171,7 +171,8 @@ export class Kernel {
 
   /**
    * Graceful stop: refuse new connections, let requests in flight finish (up to
-   * SHUTDOWN_TIMEOUT_MS), dispose every plugin, close the database pool.
+   * SHUTDOWN_TIMEOUT_MS), then stop the database statements still running (their requests fail and
+   * their plugins can be disposed), dispose every plugin, close the database pool.
    */
   async stop(): Promise<void> {
     const server = this.server;
@@ -181,6 +182,7 @@ export class Kernel {
       server.closeIdleConnections();
       await this.inflight.idle(this.options.settings.SHUTDOWN_TIMEOUT_MS);
       server.closeAllConnections();
+      await this.storage.cancelRunning();
       await closed;
     }
     await this.registry.stop();

@@ -17,10 +17,20 @@ const LOST_SOCKET_CODES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH'
  */
 export function isPostgresConnectionLost(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
+  if (connectionErrors.has(err)) return true;
   const { code, message } = err as { code?: unknown; message?: unknown };
   if (typeof code === 'string' && (LOST_STATES.test(code) || LOST_SOCKET_CODES.has(code))) return true;
   return typeof message === 'string' && LOST_MESSAGES.test(message);
 }
+
+/**
+ * Errors a supervised client raised as its connection died (a socket's EPIPE or ECONNRESET among
+ * them): pg fails the client's statements with these very objects.
+ */
+const connectionErrors = new WeakSet<object>();
+const remember = (err: unknown) => {
+  if (typeof err === 'object' && err !== null) connectionErrors.add(err);
+};
 
 /** The session fields pg keeps on a connected client (not in its type declarations). */
 interface SessionKeys {
@@ -72,10 +82,9 @@ export function cancelStatement(client: pg.ClientBase): Promise<void> {
  */
 export function superviseConnections(pool: pg.Pool): { cancelRunning(): Promise<void> } {
   const checkedOut = new Set<pg.PoolClient>();
-  // The failure reaches the caller through its failing statement; nothing more to do with the event.
-  const ignore = () => undefined;
-  pool.on('error', ignore); // an idle client whose connection ended
-  pool.on('connect', (client) => client.on('error', ignore));
+  // The failure reaches the caller through its failing statement: the event only marks its error as a lost connection.
+  pool.on('error', remember); // an idle client whose connection ended
+  pool.on('connect', (client) => client.on('error', remember));
   pool.on('acquire', (client) => checkedOut.add(client));
   pool.on('release', (_err, client) => checkedOut.delete(client));
   pool.on('remove', (client) => checkedOut.delete(client as pg.PoolClient));

@@ -87,7 +87,7 @@ export function createApp(deps: AppDeps): { app: Koa; inflight: InflightCounter 
   const app = new Koa({ proxy: deps.trustProxy });
   const inflight = new InflightCounter();
   app.silent = true; // errors are answered and logged by requestContext
-  app.use(requestContext(deps.logger));
+  app.use(requestContext(deps.logger, (err) => deps.storage.isConnectionLost(err)));
   app.use(inflight.middleware);
   app.use(securityHeaders());
   app.use(cors(deps.corsOrigins));

@@ -8,9 +8,11 @@ const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
  * The outermost middleware: a request id on every request and answer, one log line per request,
- * and every error turned into RFC 9457 problem details. A 500 carries the request id, never a stack.
+ * and every error turned into RFC 9457 problem details. A 500 carries the request id, never a stack;
+ * an error that says the database connection was lost (`connectionLost`, the storage's own test)
+ * is a 503 the client may retry.
  */
-export function requestContext(logger: Logger): Middleware<RequestState> {
+export function requestContext(logger: Logger, connectionLost: (err: unknown) => boolean = () => false): Middleware<RequestState> {
   // Decided once: a silent logger needs no child per request, and no request line is built for a level that drops it.
   const silent = logger.levelVal === Infinity;
   const logsRequests = logger.isLevelEnabled('info');
@@ -23,21 +25,27 @@ export function requestContext(logger: Logger): Middleware<RequestState> {
     ctx.state.ip = ctx.ip;
     ctx.res.setHeader('X-Request-Id', requestId);
     const started = logsRequests ? performance.now() : 0;
-    const answered = next().catch((err: unknown) => answerProblem(ctx, err, log, requestId));
+    const answered = next().catch((err: unknown) => answerProblem(ctx, err, log, requestId, connectionLost));
     if (!logsRequests) return answered;
     return answered.then(() => log.info({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request'));
   };
 }
 
 /** Answers an error as problem details; anything but a deliberate problem is logged as a bug. */
-function answerProblem(ctx: Context, err: unknown, log: Logger, requestId: string) {
-  const problem = toProblem(err);
-  if (problem.status >= 500 && !isHttpProblem(err)) log.error({ err }, 'unhandled error');
+function answerProblem(ctx: Context, err: unknown, log: Logger, requestId: string, connectionLost: (err: unknown) => boolean) {
+  const lost = !isHttpProblem(err) && connectionLost(err);
+  const problem = lost ? DATABASE_CONNECTION_LOST : toProblem(err);
+  if (lost) log.warn({ err }, 'database connection lost');
+  else if (problem.status >= 500 && !isHttpProblem(err)) log.error({ err }, 'unhandled error');
   ctx.status = problem.status;
   ctx.type = 'application/problem+json';
   ctx.body = problemBody(problem, requestId);
   for (const [name, value] of Object.entries(problem.options.headers ?? {})) ctx.set(name, value);
 }
+
+const DATABASE_CONNECTION_LOST = new HttpProblem(503, 'the connection to the database was lost while answering this request; try again', {
+  headers: { 'Retry-After': '1' },
+});
 
 /** Errors from Koa and its body parser carry a status (`http-errors`); anything else is a bug: 500. */
 function toProblem(err: unknown): HttpProblem {
