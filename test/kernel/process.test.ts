@@ -65,9 +65,9 @@ function newTemp(prefix: string) {
   return temp.dir;
 }
 
-/** Starts `tsx kernel/main.ts` with exactly the given environment (plus PATH and HOME). */
-function startServer(env: Record<string, string>): ServerProcess {
-  const proc = spawn(TSX, ['kernel/main.ts'], {
+/** Starts `tsx kernel/main.ts` (or `command`) with exactly the given environment (plus PATH and HOME). */
+function startServer(env: Record<string, string>, command: string[] = [TSX, 'kernel/main.ts']): ServerProcess {
+  const proc = spawn(command[0], command.slice(1), {
     cwd: REPO_ROOT,
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -237,6 +237,35 @@ describe('the server process', () => {
     expect(child.stderr()).toBe('');
     // and nothing listens any more
     await expect(fetch(`${baseUrl}/healthz`, { signal: AbortSignal.timeout(5_000) })).rejects.toThrow();
+  });
+
+  it.each(['SIGTERM', 'SIGINT'] as const)('`npm start` ends its whole process tree on %s to npm alone', { timeout: 90_000 }, async (signal) => {
+    const port = await freePort();
+    const child = startServer({ DATA_DIR: newTemp('dp-proc-npm-'), PORT: String(port), LOG_LEVEL: 'error', PLUGIN_WATCH: 'false', ADMIN_PASSWORD: 'admin-password-1' }, ['npm', 'start']);
+    const [, baseUrl] = await waitForStdout(child, LISTENING);
+    expect((await get(`${baseUrl}/healthz`)).status).toBe(200);
+    // The signal goes to npm only (a supervisor's SIGTERM), not to its process group (a terminal's Ctrl-C).
+    child.proc.kill(signal);
+    expect(await withTimeout(child.exited, EXIT_TIMEOUT_MS, 'npm to exit')).toEqual({ code: 0, signal: null });
+    // Nothing npm started lives on: its process group (npm leads it) empties, and the port is free.
+    const groupAlive = () => {
+      try {
+        process.kill(-child.proc.pid!, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    await withTimeout(
+      (async () => {
+        while (groupAlive()) await new Promise((resolve) => setTimeout(resolve, 50));
+      })(),
+      EXIT_TIMEOUT_MS,
+      'every process npm started to exit',
+    );
+    const server = net.createServer();
+    await new Promise<void>((resolve, reject) => server.listen(port, '127.0.0.1', resolve).once('error', reject));
+    await new Promise<void>((resolve) => server.close(() => resolve()));
   });
 
   it('re-imports a plugin\u2019s own modules on reload, not only its entry', { timeout: 90_000 }, async () => {
