@@ -47,6 +47,9 @@ export async function withSource<T>(config: SourceConfig, address: string, work:
     statement_timeout: 300_000,
     types: { getTypeParser: (oid: number, format?: 'text' | 'binary') => (oid === 1082 ? (v: string) => v : pg.types.getTypeParser(oid, format as 'text')) },
   });
+  // The source may end the session at any time (its administrator, a failover): the query in
+  // progress fails, and pg's 'error' event, unhandled, would end the whole process.
+  client.on('error', () => undefined);
   try {
     await client.connect();
   } catch (err) {
@@ -55,6 +58,11 @@ export async function withSource<T>(config: SourceConfig, address: string, work:
   try {
     await client.query('begin transaction read only');
     return await work(client);
+  } catch (err) {
+    // A source that no longer answers failed the import: the peer's failure (502), not the request's.
+    const answers = await client.query('rollback').then(() => true, () => false);
+    if (!answers) throw new OutboundFailedError(`the connection to ${config.host}:${config.port}/${config.database} was lost: ${(err as Error).message}`);
+    throw err;
   } finally {
     await client.query('rollback').catch(() => undefined);
     await client.end().catch(() => undefined);

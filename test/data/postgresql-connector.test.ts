@@ -99,6 +99,36 @@ describe.skipIf(!POSTGRES_URL).each(DIALECTS)('postgresql connector (%s)', (dial
     expect(neither.body.errors[0].path).toBe('body.config.url');
   });
 
+  it('answers 502 when the source ends the session mid-import, and keeps serving', async () => {
+    const before = (await t.request('GET', `/api/datasets/${datasetId}`)).body;
+    const locker = new pg.Client({ connectionString: source.url });
+    const dba = new pg.Client({ connectionString: source.url });
+    await Promise.all([locker.connect(), dba.connect()]);
+    try {
+      // The import's cursor waits on the table's lock; the source's administrator then ends its session.
+      await locker.query('begin');
+      await locker.query('lock table customers in access exclusive mode');
+      const imported = action('import', { dataset_id: datasetId, table: { name: 'customers' } });
+      for (;;) {
+        const { rows } = await dba.query(`select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and query ilike 'declare import_cursor%' and wait_event_type = 'Lock'`);
+        if (rows.length) break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const res = await imported;
+      await locker.query('rollback');
+      expect(res.status, JSON.stringify(res.body)).toBe(502);
+      expect(res.body.detail).toMatch(/^the connection to .+ was lost: /);
+      expect(res.body.detail).not.toContain('unused-but-secret');
+    } finally {
+      await Promise.all([locker.end(), dba.end()]);
+    }
+    expect((await t.request('GET', '/healthz')).status).toBe(200);
+    const after = (await t.request('GET', `/api/datasets/${datasetId}`)).body;
+    expect({ row_count: after.row_count, version: after.version }).toEqual({ row_count: before.row_count, version: before.version });
+    const again = await action('import', { dataset_id: datasetId, query: 'select * from customers where id <= 10', mode: 'append' });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+  });
+
   it('refuses what it should', async () => {
     expect((await action('import', { dataset_id: datasetId })).status).toBe(400);
     expect((await action('import', { dataset_id: datasetId, table: { name: 'x; drop table customers' } })).status).toBe(400);
