@@ -5,7 +5,7 @@ import { datasetCatalog, datasetDeletedHooks, PII_MASK, type DatasetCatalog, typ
 import { evaluate, SAMPLE_ROWS, type Evaluation } from './evaluate.ts';
 import { governedSql, type GovernedSql } from '../sql/public.ts';
 import { qualityMigrations } from './migrations.ts';
-import { RuleStore, type Rule } from './rule-store.ts';
+import { RuleStore, type Rule, type RunScope, type StoredRun } from './rule-store.ts';
 import { RULE_TYPES, ruleDefinition, type RuleDefinition } from './rule-types.ts';
 
 const ruleSchema = z
@@ -31,16 +31,55 @@ const runSchema = z
     dataset_version: z.number().int(),
     status: z.enum(['passed', 'failed', 'error']),
     severity: z.enum(['warn', 'error']),
-    failing_rows: z.number().int(),
+    failing_rows: z.number().int().nullable().describe('null when the details are withheld'),
     observed: z.number().nullable(),
     message: z.string(),
-    sample: z.array(z.record(z.string(), z.unknown())).describe('Up to 10 failing rows; PII columns masked'),
+    sample: z.array(z.record(z.string(), z.unknown())).describe('Up to 10 failing rows; PII columns masked; empty when the details are withheld'),
+    details_withheld: z
+      .boolean()
+      .describe('true: the run was evaluated in another data scope than the caller\u2019s (other row policies, or PII the caller may not see), so failing_rows, observed, sample and message are withheld'),
     started_at: z.string(),
     duration_ms: z.number(),
   })
   .meta({ id: 'DataQualityRun' });
 
+/** What a reader of another data scope gets in place of a kept run's message. */
+const WITHHELD_MESSAGE =
+  'details withheld: this run was evaluated in another data scope (other row policies, or PII you may not see); run the rule to see its details in yours';
+
+/** The data scope of a caller reading kept runs. */
+interface ReaderScope extends RunScope {
+  /** Holds `datasets.policies.bypass`: sees every row of every dataset. */
+  bypass: boolean;
+}
+
+/**
+ * Whether a kept run was evaluated in the reader's own data scope: the same row-policy scope, and
+ * PII only if the reader sees it too. A run of unknown scope (kept before scopes were recorded) may
+ * have seen every row and PII: only a reader who bypasses row policies and sees PII shares it.
+ */
+function sharesScope(scope: RunScope | null, reader: ReaderScope): boolean {
+  if (scope === null) return reader.bypass && reader.pii;
+  return scope.key === reader.key && (reader.pii || !scope.pii);
+}
+
+/**
+ * A kept run as a reader sees it: its details (failing rows, measure, sample, message — a database
+ * error's text included) stay in the data scope it was evaluated in; other scopes get its status,
+ * severity, timing and ids.
+ */
+function runAsSeenBy({ run, scope }: StoredRun, reader: ReaderScope) {
+  if (sharesScope(scope, reader)) return { ...run, details_withheld: false };
+  return { ...run, failing_rows: null, observed: null, sample: [], message: WITHHELD_MESSAGE, details_withheld: true };
+}
+
+/** A run as answered to the caller who ran it: everything, in their own scope. */
+const runnersRun = ({ run }: StoredRun) => ({ ...run, details_withheld: false });
+
 const NUMERIC_OR_TIME = ['integer', 'number', 'date', 'timestamp'];
+
+/** The datasets plugin's capability to see every row despite row policies (its manifest). */
+const BYPASS_CAPABILITY = 'datasets.policies.bypass';
 
 /**
  * A rule definition that fits the dataset: a 400/422 naming `body.params.<field>` otherwise. A rule
@@ -91,15 +130,18 @@ class RuleRunner {
     return { status: failing ? 'failed' : 'passed', failing_rows: failing, sample: rows, message: failing ? `${failing} rows break the condition` : 'every row meets the condition', observed: null };
   }
 
-  async run(rule: Rule, dataset: DatasetInfo, principal: Principal, audit: RequestAudit) {
+  /** Runs a rule as its caller and keeps the run with the caller's data scope (null if it could not be told). */
+  async run(rule: Rule, dataset: DatasetInfo, principal: Principal, audit: RequestAudit): Promise<StoredRun> {
     const startedAt = this.storage.now();
     const started = performance.now();
     let result;
+    let scope: RunScope | null = null;
     try {
+      const { condition, key } = await this.catalog.scope(principal, dataset);
+      scope = { key, pii: this.catalog.seesPii(principal) };
       if (rule.type === 'custom_sql') {
         result = await this.customSql(dataset, (rule.params as { condition: string }).condition, principal, audit);
       } else {
-        const { condition } = await this.catalog.scope(principal, dataset);
         const definition = { type: rule.type, params: rule.params } as RuleDefinition;
         result = await this.storage.dataTables.withStatementTimeout(this.storage.db, this.timeoutMs, (db) => evaluate(this.storage, db, this.catalog, dataset, definition, condition));
       }
@@ -110,7 +152,7 @@ class RuleRunner {
           : `the rule could not be evaluated: ${(err as Error).message}`;
       result = { status: 'error' as const, failing_rows: 0, sample: [], message, observed: null };
     }
-    return this.rules.recordRun(rule, dataset.version, result, startedAt, Math.round((performance.now() - started) * 100) / 100);
+    return this.rules.recordRun(rule, dataset.version, result, scope, startedAt, Math.round((performance.now() - started) * 100) / 100);
   }
 }
 
@@ -249,7 +291,7 @@ export default definePlugin({
           responses: { 200: { description: 'The run', schema: runSchema } },
           handler: async ({ params, orgId, principal, audit }) => {
             const rule = await rules.get(orgId!, params.id as number);
-            return runner.run(rule, await catalog.get(orgId!, rule.dataset_id), principal!, audit);
+            return runnersRun(await runner.run(rule, await catalog.get(orgId!, rule.dataset_id), principal!, audit));
           },
         }),
         defineRoute({
@@ -257,12 +299,16 @@ export default definePlugin({
           method: 'get',
           path: '/rules/{id}/runs',
           summary: 'Run history of a rule, newest first',
+          description:
+            'A run evaluated in another data scope than the caller\u2019s (other row policies, or PII the caller may not see) answers its status, severity, timing and ids only: `failing_rows` and `observed` null, `sample` empty, a fixed `message`, `details_withheld` true.',
           capability: 'datasets.read',
           request: { params: idParams, query: z.object({ limit: z.coerce.number().int().min(1).max(500).default(50) }) },
           responses: { 200: { description: 'Runs', schema: z.array(runSchema) } },
-          handler: async ({ params, query, orgId }) => {
-            await rules.get(orgId!, params.id as number);
-            return rules.runs(orgId!, params.id as number, query.limit);
+          handler: async ({ params, query, orgId, principal }) => {
+            const rule = await rules.get(orgId!, params.id as number);
+            const dataset = await catalog.get(orgId!, rule.dataset_id);
+            const reader = { key: (await catalog.scope(principal!, dataset)).key, pii: catalog.seesPii(principal!), bypass: principal!.capabilities.has(BYPASS_CAPABILITY) };
+            return (await rules.runs(orgId!, rule.id, query.limit)).map((stored) => runAsSeenBy(stored, reader));
           },
         }),
         defineRoute({
@@ -282,7 +328,7 @@ export default definePlugin({
           handler: async ({ params, orgId, principal, audit }) => {
             const dataset = await catalog.get(orgId!, params.id as number);
             const runs = [];
-            for (const rule of (await rules.list(orgId!, dataset.id)).filter((r) => r.enabled)) runs.push(await runner.run(rule, dataset, principal!, audit));
+            for (const rule of (await rules.list(orgId!, dataset.id)).filter((r) => r.enabled)) runs.push(runnersRun(await runner.run(rule, dataset, principal!, audit)));
             const bad = runs.filter((r) => r.status !== 'passed');
             const status = bad.some((r) => r.severity === 'error') ? 'failed' : bad.length ? 'warned' : 'passed';
             await audit.record({ action: 'dq.dataset.run', targetType: 'dataset', targetId: dataset.id, details: { status, rules: runs.length } });

@@ -39,4 +39,16 @@ export const qualityMigrations: Record<string, Migration> = {
       await db.schema.dropTable('dq_rules').execute();
     },
   },
+  // The data scope a run was evaluated in (finding F3): the runner's row-policy scope key and whether
+  // the runner saw PII. NULL for runs kept before: their scope is unknown.
+  '2026-11-25T0000_quality_run_scope': {
+    async up({ db, storage }) {
+      await db.schema.alterTable('dq_runs').addColumn('scope_key', 'text').execute();
+      await db.schema.alterTable('dq_runs').addColumn('saw_pii', storage.types.boolean).execute();
+    },
+    async down({ db }) {
+      await db.schema.alterTable('dq_runs').dropColumn('saw_pii').execute();
+      await db.schema.alterTable('dq_runs').dropColumn('scope_key').execute();
+    },
+  },
 };

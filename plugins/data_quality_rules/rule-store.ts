@@ -26,13 +26,30 @@ export interface Run extends Evaluation {
   duration_ms: number;
 }
 
+/**
+ * The data scope a run was evaluated in: the runner's row-policy scope key
+ * (`DatasetCatalog.scope(…).key`) and whether the runner saw PII values.
+ */
+export interface RunScope {
+  key: string;
+  pii: boolean;
+}
+
+/** A kept run and the scope it was evaluated in (null: unknown, e.g. kept before scopes were recorded). */
+export interface StoredRun {
+  run: Run;
+  scope: RunScope | null;
+}
+
 /** Rules and their run history, one organization at a time. */
 export class RuleStore {
   constructor(private readonly storage: Storage) {}
 
   private rule = (row: Record<string, unknown>): Rule => ({ ...(row as unknown as Rule), params: this.storage.decodeJson(row.params), enabled: Boolean(row.enabled) });
-  private run = (row: Record<string, unknown>): Run =>
-    ({ ...(row as unknown as Run), sample: this.storage.decodeJson(row.sample), failing_rows: Number(row.failing_rows), observed: row.observed === null ? null : Number(row.observed) }) as Run;
+  private run = ({ scope_key, saw_pii, ...row }: Record<string, unknown>): StoredRun => ({
+    run: { ...(row as unknown as Run), sample: this.storage.decodeJson(row.sample), failing_rows: Number(row.failing_rows), observed: row.observed === null ? null : Number(row.observed) },
+    scope: typeof scope_key === 'string' && saw_pii !== null && saw_pii !== undefined ? { key: scope_key, pii: Boolean(saw_pii) } : null,
+  });
 
   async create(orgId: number, input: { dataset_id: number; name: string; severity: 'warn' | 'error'; enabled: boolean } & RuleDefinition): Promise<Rule> {
     const now = this.storage.now();
@@ -78,7 +95,7 @@ export class RuleStore {
     await this.storage.db.deleteFrom('dq_rules').where('org_id', '=', orgId).where('id', '=', id).execute();
   }
 
-  async recordRun(rule: Rule, datasetVersion: number, result: Evaluation, startedAt: string, durationMs: number): Promise<Run> {
+  async recordRun(rule: Rule, datasetVersion: number, result: Evaluation, scope: RunScope | null, startedAt: string, durationMs: number): Promise<StoredRun> {
     const row = await this.storage.db
       .insertInto('dq_runs')
       .values({
@@ -92,6 +109,8 @@ export class RuleStore {
         observed: result.observed,
         message: result.message,
         sample: this.storage.encodeJson(result.sample),
+        scope_key: scope?.key ?? null,
+        saw_pii: scope?.pii ?? null,
         started_at: startedAt,
         duration_ms: durationMs,
       })
@@ -100,7 +119,7 @@ export class RuleStore {
     return this.run(row);
   }
 
-  async runs(orgId: number, ruleId: number, limit: number): Promise<Run[]> {
+  async runs(orgId: number, ruleId: number, limit: number): Promise<StoredRun[]> {
     return (await this.storage.db.selectFrom('dq_runs').selectAll().where('org_id', '=', orgId).where('rule_id', '=', ruleId).orderBy('id', 'desc').limit(limit).execute()).map(this.run);
   }
 }
