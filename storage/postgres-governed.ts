@@ -30,6 +30,7 @@ export const POSTGRES_COLUMN_TYPES: Readonly<Record<number, DataColumnType>> = {
   3802: 'json',
 };
 
+const NUMERIC = 1700;
 /** SQLSTATE of the byte-limit check below (class 54: program limit exceeded). */
 const RESULT_BYTES_EXCEEDED = '54DP1';
 const BYTES_FUNCTION = 'governed_result_bytes';
@@ -74,13 +75,19 @@ export class PostgresGovernedRunner {
   private readonly roles = new Map<number, Promise<string>>();
   private readonly pools = new Map<number, { pool: pg.Pool; cancelRunning(): Promise<void> }>();
   private closed = false;
+  /** The platform's parsers, and NUMERIC as a JSON number like every column typed `number` (beyond a double's 15–17 digits it rounds). */
+  private readonly resultTypes: pg.CustomTypesConfig;
 
   constructor(
     private readonly platform: pg.Pool,
     private readonly connectionString: string,
     private readonly roleKey: string | undefined,
-    private readonly types: pg.CustomTypesConfig,
-  ) {}
+    types: pg.CustomTypesConfig,
+  ) {
+    this.resultTypes = {
+      getTypeParser: ((oid: number, format?: 'text' | 'binary') => (oid === NUMERIC ? Number : types.getTypeParser(oid, format as 'text'))) as pg.CustomTypesConfig['getTypeParser'],
+    };
+  }
 
   async run(query: ReadOnlyQuery): Promise<ReadOnlyResult> {
     if (!this.roleKey) throw new GovernedSqlUnavailableError('governed SQL needs the vault key, from which the passwords of its roles are derived');
@@ -96,7 +103,7 @@ export class PostgresGovernedRunner {
       // The database counts the bytes of each row as text before sending it and stops at the
       // budget, so no more than about `maxBytes` ever reaches this process, however wide a row.
       const bytes = `${schema}.${BYTES_FUNCTION}(sum(octet_length(row(governed_query.*)::text)) over (rows unbounded preceding), $${query.params.length + 1})`;
-      const text = `${datasetQueries(query, (table) => `${organization}.${quoteIdentifier(table)}`, false)}select governed_query.*, ${bytes} from ${asSubquery(query.sql)} limit ${query.limit + 1}`;
+      const text = `${datasetQueries(query, (table) => `${organization}.${quoteIdentifier(table)}`)}select governed_query.*, ${bytes} from ${asSubquery(query.sql)} limit ${query.limit + 1}`;
       return await this.collect(client, text, [...query.params, query.maxBytes], query.limit);
     } catch (err) {
       const code = (err as { code?: string }).code;
@@ -244,7 +251,7 @@ export class PostgresGovernedRunner {
         password: this.password(role),
         max: CONNECTIONS_PER_ORGANIZATION,
         idleTimeoutMillis: 10_000,
-        types: this.types,
+        types: this.resultTypes,
       });
       entry = { pool, ...superviseConnections(pool) };
       if (this.pools.size >= MAX_POOLS) {

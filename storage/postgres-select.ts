@@ -13,9 +13,11 @@ type Node = Record<string, unknown>;
  * organization's datasets (catalog lookups by name, object definitions, privileges).
  */
 const DENIED_FUNCTION =
-  /^(pg_|lo_|dblink|current_setting$|set_config$|txid_|inet_(client|server)_|version$|current_database$|current_schema|query_to_xml|table_to_xml|cursor_to_xml|schema_to_xml|database_to_xml|ts_stat$|ts_rewrite$|has_\w*privilege$|to_reg|obj_description$|col_description$|shobj_description$|format_type$|row_security_active$|nextval$|currval$|setval$|lastval$|brin_|gin_clean_pending_list$|binary_upgrade_)/i;
+  /^(pg_|lo_|dblink|current_setting$|set_config$|txid_|inet_(client|server)_|version$|current_database$|current_schema|current_query$|system_user$|query_to_xml|table_to_xml|cursor_to_xml|schema_to_xml|database_to_xml|ts_stat$|ts_rewrite$|has_\w*privilege$|to_reg|reg(class|collation|config|dictionary|namespace|oper|operator|proc|procedure|role|type)(in|out|recv|send)?$|obj_description$|col_description$|shobj_description$|format_type$|row_security_active$|nextval$|currval$|setval$|lastval$|brin_|gin_clean_pending_list$|binary_upgrade_)/i;
 /** Casts that look objects up by name in the catalog (`'org_2.ds_1'::regclass`). */
 const CATALOG_LOOKUP_TYPE = /^reg[a-z]*$/i;
+/** The schema of the built-in functions and types Postgres's grammar itself writes (`extract`, `substring`, `int4`). */
+const BUILT_IN_SCHEMA = 'pg_catalog';
 /** SQL value functions naming roles or the database (`current_user`, `session_user`, …). */
 const DENIED_VALUE_FUNCTION = /^SVFOP_(CURRENT_USER|CURRENT_ROLE|SESSION_USER|USER|CURRENT_CATALOG|CURRENT_SCHEMA)$/;
 const WRITING_STATEMENTS = ['InsertStmt', 'UpdateStmt', 'DeleteStmt', 'MergeStmt'];
@@ -33,7 +35,7 @@ const names = (list: unknown) => ((list as { String?: { sval: string } }[] | und
 export async function parsePostgresGovernedSelect(text: string): Promise<GovernedSelect> {
   const { sql, statement } = await parsePostgresSelect(text);
   const relations = new Set<string>();
-  walk(statement, new Set(), relations);
+  deeply(() => walk(statement, new Set(), relations));
   return { sql, relations: [...relations], exact: true };
 }
 
@@ -58,8 +60,18 @@ export async function parsePostgresSelect(text: string): Promise<{ sql: string; 
   // Locations are byte offsets into the UTF-8 text.
   const bytes = Buffer.from(text, 'utf8');
   const sql = bytes.subarray(start, length ? start + length : undefined).toString('utf8').trim();
-  refuseWriting(stmt);
+  deeply(() => refuseWriting(stmt));
   return { sql, statement: stmt };
+}
+
+/** Runs a walk of the tree; one nested past the stack's depth is refused, not a crash. */
+function deeply(walkTree: () => void): void {
+  try {
+    walkTree();
+  } catch (err) {
+    if (err instanceof RangeError) throw new SelectRefusedError('the query is nested too deeply');
+    throw err;
+  }
 }
 
 function refuseWriting(node: unknown): void {
@@ -106,13 +118,20 @@ function walk(node: unknown, visible: Set<string>, relations: Set<string>): void
       }
       case 'FuncCall': {
         const parts = names(body.funcname);
-        if (parts.length > 1) throw new SelectRefusedError(`function ${parts.join('.')} is not allowed in governed SQL (call functions without a schema)`);
-        if (DENIED_FUNCTION.test(parts[0])) throw new SelectRefusedError(`function ${parts[0]} is not allowed in governed SQL`);
+        // The grammar writes SQL's own syntax (extract(… from …), substring(… from …), at time zone…)
+        // as a call of a built-in; any other qualified name is refused.
+        const builtIn = parts.length === 2 && parts[0] === BUILT_IN_SCHEMA && body.funcformat === 'COERCE_SQL_SYNTAX';
+        if (parts.length > 1 && !builtIn) throw new SelectRefusedError(`function ${parts.join('.')} is not allowed in governed SQL (call functions without a schema)`);
+        const name = parts.at(-1)!;
+        if (DENIED_FUNCTION.test(name)) throw new SelectRefusedError(`function ${name} is not allowed in governed SQL`);
         walk(body, visible, relations);
         break;
       }
       case 'TypeCast': {
-        const type = names((body.typeName as Node | undefined)?.names).at(-1) ?? '';
+        const typeNames = names((body.typeName as Node | undefined)?.names);
+        const type = typeNames.at(-1) ?? '';
+        // A type of another schema is a table's row type (`null::public.users` shows its columns).
+        if (typeNames.length > 1 && typeNames[0] !== BUILT_IN_SCHEMA) throw new SelectRefusedError(`a cast to ${typeNames.join('.')} is not allowed in governed SQL`);
         if (CATALOG_LOOKUP_TYPE.test(type)) throw new SelectRefusedError(`a cast to ${type} is not allowed in governed SQL`);
         walk(body, visible, relations);
         break;

@@ -65,16 +65,18 @@ export function typeFromValues(values: unknown[]): string {
 
 /**
  * The WITH clause placed before a governed statement: one query per dataset it reads, named as the
- * statement names it, reading only what the caller may see of the table.
+ * statement names it, reading only what the caller may see of the table. A dataset with a row
+ * filter is MATERIALIZED: computed on its own, so no condition of the statement is evaluated on a
+ * row the filter drops (Postgres would otherwise merge the statement's conditions into the scan and
+ * may evaluate the cheaper ones first, letting an error message show a hidden value), and read once,
+ * so that a compiled program reading its table a second time shows a read around the filter.
  */
-export function datasetQueries(query: ReadOnlyQuery, tableRef: (table: string) => string, materializeFiltered: boolean): string {
+export function datasetQueries(query: ReadOnlyQuery, tableRef: (table: string) => string): string {
   if (!query.datasets.length) return '';
   const queries = query.datasets.map((dataset) => {
     const columns = dataset.columns.map((c) => (c.masked ? `cast(${sqlText(query.mask)} as text) as ${quoteIdentifier(c.name)}` : quoteIdentifier(c.name)));
     const where = [columns.length ? null : '1 = 0', dataset.rowFilter].filter(Boolean);
-    // A filtered dataset is read once into its query's result, so that a plan reading its table a
-    // second time (the table named directly, around the filter) shows and is refused.
-    const materialized = materializeFiltered && dataset.rowFilter ? 'materialized ' : '';
+    const materialized = dataset.rowFilter ? 'materialized ' : '';
     return `${quoteIdentifier(dataset.name)} as ${materialized}(select ${columns.length ? columns.join(', ') : 'null as no_columns'} from ${tableRef(dataset.table)}${where.length ? ` where ${where.join(' and ')}` : ''})`;
   });
   return `with ${queries.join(', ')} `;

@@ -112,8 +112,12 @@ function size(value) {
   return 8;
 }
 
+/** SQLite errors that are no fault of the statement: the file, the disk, a lock. */
+const OPERATIONAL = /^SQLITE_(IOERR|CORRUPT|CANTOPEN|BUSY|LOCKED|FULL|NOTADB|PERM|READONLY|PROTOCOL|INTERNAL)/;
+
 function run({ sql, params, limit, maxBytes, allowed }) {
-  const named = Object.fromEntries(params.map((value, i) => [String(i + 1), value]));
+  // SQLite has no booleans: true and false are 1 and 0, as in its own tables.
+  const named = Object.fromEntries(params.map((value, i) => [String(i + 1), typeof value === 'boolean' ? Number(value) : value]));
   const bound = params.length ? [named] : [];
   // One read transaction: the program checked is the program run (the schema cannot change under it).
   db.exec('begin');
@@ -168,6 +172,7 @@ process.on('message', (message) => {
     // A name that is neither a dataset offered to the statement nor anything else SQLite knows.
     const unknown = /^no such table: (?:main\.)?(.*)$/.exec(err.message);
     const error = unknown ? `no dataset named "${unknown[1]}" in this organization` : err.message;
-    process.send({ id: message.id, error, rejected: err.rejected || err.code !== undefined });
+    // Anything else the statement caused (syntax, binding, several statements, out of memory) is its own fault.
+    process.send({ id: message.id, error, rejected: !OPERATIONAL.test(String(err.code)) });
   }
 });

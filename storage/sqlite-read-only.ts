@@ -1,15 +1,13 @@
 import { fork, type ChildProcess } from 'node:child_process';
-import { datasetQueries, asSubquery, GovernedSqlUnavailableError, QueryRejectedError, QueryTimeoutError, typeFromValues, type ReadOnlyQuery, type ReadOnlyResult } from './read-only-query.ts';
 import { quoteIdentifier } from './data-tables.ts';
+import { asSubquery, datasetQueries, GovernedSqlUnavailableError, QueryRejectedError, QueryTimeoutError, typeFromValues, type ReadOnlyQuery, type ReadOnlyResult } from './read-only-query.ts';
 
-interface Pending {
-  resolve(result: ReadOnlyResult): void;
-  reject(err: Error): void;
-  timer: NodeJS.Timeout;
-}
+/** Statements running at once, each in a process of its own. */
+const PROCESSES = 2;
+/** Statements of one organization waiting or running at once; past it a new one is refused. */
+const PER_ORGANIZATION = 8;
 
 interface Answer {
-  id: number;
   names?: string[];
   rows?: unknown[][];
   numericTypes?: ('integer' | 'number' | null)[];
@@ -18,18 +16,33 @@ interface Answer {
   rejected?: boolean;
 }
 
+interface Job {
+  orgId: number;
+  message: Record<string, unknown>;
+  resolve(result: ReadOnlyResult): void;
+  reject(err: Error): void;
+  timer: NodeJS.Timeout;
+  /** The process running it, once it runs. */
+  runner?: QueryProcess;
+}
+
+interface QueryProcess {
+  child: ChildProcess;
+  job: Job | null;
+}
+
 /**
- * Governed SQL on SQLite: one child process (sqlite-governed-process.mjs) with its own read-only
- * connection checks each statement's compiled program and runs it. A statement past its time limit
- * is stopped by killing that process (better-sqlite3 cannot interrupt a statement, and a worker
- * thread cannot be terminated while SQLite runs), and the next statement starts a fresh one.
- * Statements run one after another.
+ * Governed SQL on SQLite: child processes (sqlite-governed-process.mjs), each with its own read-only
+ * connection, check each statement's compiled program and run it. A statement past its time limit
+ * (counted from its arrival, waiting included) is stopped by killing its process (better-sqlite3
+ * cannot interrupt a statement, and a worker thread cannot be terminated while SQLite runs); a new
+ * process takes its place. Organizations take turns, one statement each at a time, so one
+ * organization's slow statements never hold up another's.
  */
 export class SqliteReadOnlyRunner {
-  private child: ChildProcess | null = null;
-  private readonly pending = new Map<number, Pending>();
-  private nextId = 0;
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly processes: QueryProcess[] = [];
+  /** Waiting statements per organization, in the order organizations get their turn. */
+  private readonly waiting = new Map<number, Job[]>();
   private closed = false;
 
   constructor(
@@ -38,14 +51,35 @@ export class SqliteReadOnlyRunner {
   ) {}
 
   run(query: ReadOnlyQuery): Promise<ReadOnlyResult> {
-    const result = this.queue.then(() => this.execute(query));
-    this.queue = result.catch(() => undefined);
-    return result;
+    if (this.closed) return Promise.reject(new GovernedSqlUnavailableError('the platform is shutting down'));
+    const pending = (this.waiting.get(query.orgId)?.length ?? 0) + this.processes.filter((p) => p.job?.orgId === query.orgId).length;
+    if (pending >= PER_ORGANIZATION) return Promise.reject(new GovernedSqlUnavailableError(`this organization already has ${PER_ORGANIZATION} queries running or waiting; try again when one has ended`));
+    return new Promise((resolve, reject) => {
+      const job: Job = {
+        orgId: query.orgId,
+        message: this.message(query),
+        resolve,
+        reject,
+        timer: setTimeout(() => this.fail(job, new QueryTimeoutError(`the query ran longer than ${query.timeoutMs} ms and was stopped`)), query.timeoutMs),
+      };
+      this.waiting.set(query.orgId, [...(this.waiting.get(query.orgId) ?? []), job]);
+      this.dispatch();
+    });
   }
 
-  /** Stops the statement running now: its process is killed, the statement fails. */
+  /** Stops every statement, running or waiting: each fails, their processes are killed. */
   cancelRunning(): void {
-    this.stop(new GovernedSqlUnavailableError('the query was stopped: the platform is shutting down'));
+    const reason = new GovernedSqlUnavailableError('the query was stopped: the platform is shutting down');
+    const stopped = [...this.waiting.values()].flat();
+    this.waiting.clear();
+    for (const runner of [...this.processes]) {
+      if (runner.job) stopped.push(runner.job);
+      this.kill(runner);
+    }
+    for (const job of stopped) {
+      clearTimeout(job.timer);
+      job.reject(reason);
+    }
   }
 
   async close(): Promise<void> {
@@ -53,38 +87,55 @@ export class SqliteReadOnlyRunner {
     this.cancelRunning();
   }
 
-  private execute(query: ReadOnlyQuery): Promise<ReadOnlyResult> {
-    if (this.closed) return Promise.reject(new GovernedSqlUnavailableError('the platform is shutting down'));
-    const child = this.ensureChild();
-    const id = ++this.nextId;
+  /** What the process is sent: the statement with its datasets' queries, and what it may read. */
+  private message(query: ReadOnlyQuery): Record<string, unknown> {
     const table = (name: string) => this.physicalName(query.orgId, name);
-    const sql = `${datasetQueries(query, (name) => quoteIdentifier(table(name)), true)}select * from ${asSubquery(query.sql)}`;
+    // Each row-filtered dataset's query is read once whatever the statement does, so its table is
+    // read exactly once by it: a second read is the statement naming the table around the filter.
+    const filtered = query.datasets.filter((d) => d.rowFilter !== null).map((d) => `(select count(*) from (select 1 from ${quoteIdentifier(d.name)} limit 1)) >= 0`);
+    const sql = `${datasetQueries(query, (name) => quoteIdentifier(table(name)))}select * from ${asSubquery(query.sql)}${filtered.length ? ` where ${filtered.join(' and ')}` : ''}`;
     const allowed = query.datasets.map((d) => ({ name: d.name, table: table(d.table), masked: d.columns.filter((c) => c.masked).map((c) => c.name), filtered: d.rowFilter !== null }));
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => this.stop(new QueryTimeoutError(`the query ran longer than ${query.timeoutMs} ms and was stopped`)), query.timeoutMs);
-      this.pending.set(id, {
-        timer,
-        reject,
-        resolve: (result) => resolve(result),
-      });
-      child.send({ id, sql, params: query.params, limit: query.limit, maxBytes: query.maxBytes, allowed });
-    });
+    return { sql, params: query.params, limit: query.limit, maxBytes: query.maxBytes, allowed };
   }
 
-  /** Kills the process and fails what it was running with `reason`. */
-  private stop(reason: Error): void {
-    const child = this.child;
-    this.child = null;
-    child?.kill('SIGKILL');
-    for (const [id, pending] of this.pending) {
-      clearTimeout(pending.timer);
-      pending.reject(reason);
-      this.pending.delete(id);
+  /** Gives idle processes the next statements, one organization after another. */
+  private dispatch(): void {
+    for (const [orgId, jobs] of this.waiting) {
+      if (this.processes.some((p) => p.job?.orgId === orgId)) continue;
+      const runner = this.processes.find((p) => !p.job) ?? (this.processes.length < PROCESSES ? this.spawn() : undefined);
+      if (!runner) return;
+      const job = jobs.shift()!;
+      // This organization's turn is taken: it goes last.
+      this.waiting.delete(orgId);
+      if (jobs.length) this.waiting.set(orgId, jobs);
+      job.runner = runner;
+      runner.job = job;
+      runner.child.send(job.message);
     }
   }
 
-  private ensureChild(): ChildProcess {
-    if (this.child) return this.child;
+  /** Ends a statement with an error; a running one's process is killed (and replaced on demand). */
+  private fail(job: Job, err: Error): void {
+    clearTimeout(job.timer);
+    const queue = this.waiting.get(job.orgId);
+    if (queue?.includes(job)) {
+      const rest = queue.filter((j) => j !== job);
+      if (rest.length) this.waiting.set(job.orgId, rest);
+      else this.waiting.delete(job.orgId);
+    }
+    if (job.runner) this.kill(job.runner);
+    job.reject(err);
+    this.dispatch();
+  }
+
+  private kill(runner: QueryProcess): void {
+    const at = this.processes.indexOf(runner);
+    if (at >= 0) this.processes.splice(at, 1);
+    runner.job = null;
+    runner.child.kill('SIGKILL');
+  }
+
+  private spawn(): QueryProcess {
     const child = fork(new URL('./sqlite-governed-process.mjs', import.meta.url), [this.file], {
       // Plain JavaScript: none of the parent's loaders, and a heap of its own bounded.
       execArgv: ['--max-old-space-size=512'],
@@ -93,26 +144,28 @@ export class SqliteReadOnlyRunner {
     });
     child.unref();
     child.channel?.unref();
-    child.on('message', (message: Answer) => {
-      const pending = this.pending.get(message.id);
-      if (!pending) return;
-      this.pending.delete(message.id);
-      clearTimeout(pending.timer);
-      if (message.error !== undefined) {
-        pending.reject(message.rejected ? new QueryRejectedError(message.error) : new Error(message.error));
-        return;
+    const runner: QueryProcess = { child, job: null };
+    child.on('message', (answer: Answer) => {
+      const job = runner.job;
+      if (!job) return;
+      runner.job = null;
+      clearTimeout(job.timer);
+      if (answer.error !== undefined) job.reject(answer.rejected ? new QueryRejectedError(answer.error) : new Error(answer.error));
+      else {
+        const rows = answer.rows!;
+        const type = (i: number) => answer.numericTypes![i] ?? typeFromValues(rows.map((r) => r[i]));
+        job.resolve({ columns: answer.names!.map((name, i) => ({ name, type: type(i) })), rows, truncated: answer.truncated ?? null });
       }
-      const rows = message.rows!;
-      const type = (i: number) => message.numericTypes![i] ?? typeFromValues(rows.map((r) => r[i]));
-      pending.resolve({ columns: message.names!.map((name, i) => ({ name, type: type(i) })), rows, truncated: message.truncated ?? null });
+      this.dispatch();
     });
     child.on('exit', (code, signal) => {
-      if (this.child !== child) return; // stopped on purpose
-      this.child = null;
+      if (!this.processes.includes(runner)) return; // killed on purpose
+      const job = runner.job;
+      this.kill(runner);
       // Past its heap, or killed from outside: the statement asked more than governed SQL allows.
-      this.stop(new QueryRejectedError(`the query process ended (${signal ?? `exit code ${code}`}): the query needs more memory than governed SQL allows`));
+      if (job) this.fail(job, new QueryRejectedError(`the query process ended (${signal ?? `exit code ${code}`}): the query needs more memory than governed SQL allows`));
     });
-    this.child = child;
-    return child;
+    this.processes.push(runner);
+    return runner;
   }
 }

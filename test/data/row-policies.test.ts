@@ -85,6 +85,36 @@ describe.each(DIALECTS)('row policies (%s)', (dialect) => {
     expect(run.body.sample.map((r: { id: number }) => r.id)).toEqual([3]);
   });
 
+  it('keeps governed SQL inside the policy however a statement names the table or orders its conditions', async () => {
+    // users.fr sees rows 1 and 3 (FR); DE, IT and O'Neil must never show.
+    const hidden = /\bDE\b|\bIT\b|Neil/;
+    const physical = dialect === 'postgres' ? `"org_1"."ds_${datasetId}"` : `org_1__ds_${datasetId}`;
+    for (const sql of [
+      `select id, country, amount from ${physical} -- sales`,
+      `select id, country, amount from "org_1__ds_${datasetId}" /* sales */`,
+      `select id, country, amount from [org_1__ds_${datasetId}] -- sales`,
+      `with sales as (select * from org_1__ds_${datasetId}) select id, country, amount from sales`,
+      `select s.id, r.country from sales s, org_1__ds_${datasetId} r`,
+      `select id, country from sales union all select id, country from org_1__ds_${datasetId}`,
+      `select 1) as q, (select group_concat(country) from org_1__ds_${datasetId}`,
+    ]) {
+      const res = await t.request('POST', '/api/sql', { token: users.fr, body: { sql } });
+      expect(res.status, `${sql}: ${res.text}`).toBe(400);
+      expect(res.body.detail, sql).not.toMatch(hidden);
+    }
+    // A costlier policy: a database that merged the statement's conditions into the scan would
+    // evaluate the cheap cast first, on every row, and its error would name a hidden country.
+    const wider = await t.request('POST', `/api/datasets/${datasetId}/row-policies`, { body: { group_id: frTeam, filters: ['country:in:BE,LU,CH,ES,PT,NL,AT,PL'] } });
+    expect(wider.status).toBe(201);
+    const cast = dialect === 'postgres' ? "(case when country = 'FR' then null else country end)::bool" : "cast(case when country = 'FR' then null else country end as integer) > 0";
+    const probe = await t.request('POST', '/api/sql', { token: users.fr, body: { sql: `select 1 from sales where ${cast}` } });
+    expect(probe.text).not.toMatch(hidden);
+    expect(probe.status, probe.text).toBe(200);
+    expect(probe.body.rows).toEqual([]);
+    expect(await sqlIds(users.fr)).toEqual([1, 3]);
+    expect((await t.request('DELETE', `/api/datasets/${datasetId}/row-policies/${wider.body.id}`)).status).toBe(204);
+  });
+
   it('shows everything again once the policies are removed', async () => {
     const policies = await t.request('GET', `/api/datasets/${datasetId}/row-policies`);
     expect(policies.body).toHaveLength(2);

@@ -119,6 +119,16 @@ describe.each(DIALECTS)('governed SQL (%s)', (dialect) => {
     ['a WITH query reading itself in a subquery', 'with users as (select * from (select * from users) u) select 1 from users'],
     ['a SQLite pragma function', "select * from pragma_table_info('users')"],
     ['a SQLite pragma function in a WITH query', "with t as (select name from pragma_table_list) select * from t"],
+    ['a catalog lookup by function', "select regclass('public.users')"],
+    ['a catalog output function', 'select regclassout(1259)'],
+    ['role names by oid', 'select regroleout(o::oid) from (select 10 as o) x'],
+    ["a platform table's row type", "select * from json_populate_record(null::public.users, '{}')"],
+    ['the running statement text', 'select current_query()'],
+    ['a statement nested past the stack', `select ${'not '.repeat(20_000)}true`],
+    ['a missing parameter', 'select $3'],
+    ['a positional placeholder', 'select ?'],
+    ['a named placeholder', 'select :a'],
+    ['statements after a closed wrapper', "select 1) as g; attach '/tmp/x.db' as x; select (1"],
   ])('refuses %s with a 400 naming the query', async (_what, sql) => {
     const res = await query({ sql });
     expect(res.status, JSON.stringify(res.body)).toBe(400);
@@ -176,6 +186,42 @@ describe.each(DIALECTS)('governed SQL (%s)', (dialect) => {
       expect(res.status, res.text).toBe(400);
       expect(res.body.errors[0].path).toBe('body.sql');
     }
+  });
+
+  it('binds booleans as the dialect stores them', async () => {
+    const res = await query({ sql: 'select count(*) from orders where ($1 = $1)', params: [true] });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.rows).toEqual([[3]]);
+  });
+
+  it("answers SQL's own syntax for built-in functions", async () => {
+    const sql =
+      dialect === 'postgres'
+        ? "select extract(year from date '2024-05-01') as y, substring('platform' from 2 for 3) as s, trim(both 'x' from 'xax') as t, position('a' in 'data') as p, overlay('abc' placing 'Z' from 2) as o, (timestamp '2024-01-01 00:00' at time zone 'UTC') is not null as z"
+        : "select cast(strftime('%Y', '2024-05-01') as integer) as y, substr('platform', 2, 3) as s, trim('xax', 'x') as t, instr('data', 'a') as p, 'aZc' as o, 1 as z";
+    const res = await query({ sql });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.rows[0].slice(0, 5)).toEqual([2024, 'lat', 'a', 2, 'aZc']);
+  });
+
+  it.runIf(dialect === 'sqlite')('refuses an organization more than 8 statements at once, and times out waiting ones from their arrival', async () => {
+    const runaway = 'with recursive r(n) as (select 1 union all select n + 1 from r) select count(*) from r';
+    const answers = Array.from({ length: 9 }, () => query({ sql: runaway, timeout_ms: 1500 }, outsider));
+    const statuses = (await Promise.all(answers)).map((r) => r.status).sort();
+    expect(statuses).toEqual([422, 422, 422, 422, 422, 422, 422, 422, 503]);
+  });
+
+  it("never lets one organization's slow statements hold up another's", async () => {
+    const runaway = 'with recursive r(n) as (select 1 union all select n + 1 from r) select count(*) from r';
+    let slowEnded = false;
+    const slow = Promise.all([1, 2].map(() => query({ sql: runaway, timeout_ms: 4000 }, outsider))).then((answers) => {
+      slowEnded = true;
+      return answers;
+    });
+    const quick = await query({ sql: 'select count(*) from orders' });
+    expect(quick.body.rows).toEqual([[3]]);
+    expect(slowEnded).toBe(false);
+    expect((await slow).map((r) => r.status)).toEqual([422, 422]);
   });
 
   it('answers joins, aggregates, WITH queries, window functions, comments and quoted text over its datasets', async () => {
