@@ -31,6 +31,8 @@ import { resolveSecrets, type KernelSecrets } from './secrets.ts';
 import type Koa from 'koa';
 
 export const KERNEL_PLUGIN_ID = 'kernel';
+/** How long requests whose statements were stopped at shutdown get to answer before connections close. */
+const CANCELLED_ANSWER_GRACE_MS = 2_000;
 
 export interface KernelOptions {
   settings: Settings;
@@ -181,8 +183,11 @@ export class Kernel {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       await this.inflight.idle(this.options.settings.SHUTDOWN_TIMEOUT_MS);
-      server.closeAllConnections();
+      // What still runs waits on the database: its statements are stopped, so the requests answer
+      // (a 503) in the moment that follows rather than lose their connection.
       await this.storage.cancelRunning();
+      await this.inflight.idle(CANCELLED_ANSWER_GRACE_MS);
+      server.closeAllConnections();
       await closed;
     }
     await this.registry.stop();

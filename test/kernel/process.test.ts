@@ -239,6 +239,45 @@ describe('the server process', () => {
     await expect(fetch(`${baseUrl}/healthz`, { signal: AbortSignal.timeout(5_000) })).rejects.toThrow();
   });
 
+  it('stops a long governed SQL statement on SIGTERM once the drain time is over, and its query processes with it', { timeout: 90_000 }, async () => {
+    const dataDir = newTemp('dp-proc-sql-');
+    const jwtSecret = crypto.randomBytes(48).toString('base64url');
+    const child = startServer({ DATA_DIR: dataDir, PORT: String(await freePort()), LOG_LEVEL: 'error', PLUGIN_WATCH: 'false', JWT_SECRET: jwtSecret, SHUTDOWN_TIMEOUT_MS: '1000' });
+    const [, baseUrl] = await waitForStdout(child, LISTENING);
+    // A statement that would run for its whole five minutes.
+    const runaway = fetch(`${baseUrl}/api/sql`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${await adminToken(jwtSecret)}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ sql: 'with recursive r(n) as (select 1 union all select n + 1 from r) select count(*) from r', timeout_ms: 300_000 }),
+    }).then(
+      (res) => res.status,
+      () => 'connection closed',
+    );
+    const queryProcesses = () =>
+      fs
+        .readdirSync('/proc')
+        .filter((pid) => /^\d+$/.test(pid))
+        .filter((pid) => {
+          try {
+            return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(dataDir);
+          } catch {
+            return false;
+          }
+        });
+    await withTimeout(
+      (async () => {
+        while (queryProcesses().length === 0) await new Promise((resolve) => setTimeout(resolve, 50));
+      })(),
+      START_TIMEOUT_MS,
+      'the governed SQL process to start',
+    );
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    child.proc.kill('SIGTERM');
+    expect(await withTimeout(child.exited, EXIT_TIMEOUT_MS, 'the server to stop')).toEqual({ code: 0, signal: null });
+    expect(await runaway).toBe(503);
+    expect(queryProcesses()).toEqual([]);
+  });
+
   it.each(['SIGTERM', 'SIGINT'] as const)('`npm start` ends its whole process tree on %s to npm alone', { timeout: 90_000 }, async (signal) => {
     const port = await freePort();
     const child = startServer({ DATA_DIR: newTemp('dp-proc-npm-'), PORT: String(port), LOG_LEVEL: 'error', PLUGIN_WATCH: 'false', ADMIN_PASSWORD: 'admin-password-1' }, ['npm', 'start']);
