@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { sql } from 'kysely';
 import { QueryTimeoutError } from './read-only-query.ts';
+import type { PostgresTableClaims } from './table-claims-postgres.ts';
 import { ROW_ID, batchSize, inlineParameters, insertStatement, quoteIdentifier, sqlLiteral, type DataColumn, type DataColumnType, type DataTables, type RowWriter } from './data-tables.ts';
 
 const POSTGRES_TYPES: Record<DataColumnType, string> = {
@@ -76,7 +77,7 @@ function copyWriter(client: pg.PoolClient, target: string, columns: DataColumn[]
  * their own (the fastest way into Postgres); inside a transaction, where that connection would not
  * see the transaction's tables, multi-row INSERTs are used instead.
  */
-export const createPostgresDataTables = (pool: pg.Pool): DataTables => ({
+export const createPostgresDataTables = (pool: pg.Pool, claims: PostgresTableClaims): DataTables => ({
   maxParameters: 65_000,
   ref: (orgId, table) => sql.id(schema(orgId), table),
   async ensureNamespace(db, orgId) {
@@ -92,6 +93,24 @@ export const createPostgresDataTables = (pool: pg.Pool): DataTables => ({
   },
   async rename(db, orgId, from, to) {
     await sql`alter table ${sql.id(schema(orgId), from)} rename to ${sql.id(to)}`.execute(db);
+  },
+  claim: (orgId, table) => claims.claim(`${schema(orgId)}.${table}`),
+  async dropUnclaimed(db, isCandidate) {
+    const { rows } = await sql<{ namespace: string; name: string }>`
+      select table_schema as namespace, table_name as name from information_schema.tables
+      where table_schema ~ '^org_[0-9]+$' and table_type = 'BASE TABLE' order by 1, 2`.execute(db);
+    const dropped: string[] = [];
+    for (const { namespace, name } of rows.filter((r) => isCandidate(r.name))) {
+      const release = await claims.tryClaim(`${namespace}.${name}`);
+      if (!release) continue; // a load of a live instance holds it
+      try {
+        await sql`drop table if exists ${sql.id(namespace, name)}`.execute(db);
+        dropped.push(`${namespace}.${name}`);
+      } finally {
+        await release();
+      }
+    }
+    return dropped;
   },
   async openWriter(db, orgId, table, columns) {
     if (!db.isTransaction) return copyWriter(await pool.connect(), `${quoteIdentifier(schema(orgId))}.${quoteIdentifier(table)}`, columns);

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import type Database from 'better-sqlite3';
 import { sql } from 'kysely';
 import { compileRegexp } from './sqlite-regexp.mjs';
@@ -14,6 +15,18 @@ const SQLITE_TYPES: Record<DataColumnType, string> = {
 };
 
 export const physical = (orgId: number, table: string) => `org_${orgId}__${table}`;
+
+/**
+ * Tables claimed by loads, per database file, for every connection of this process (kernels
+ * sharing a file in one process see each other's claims).
+ */
+const claimsByFile = new Map<string, Set<string>>();
+const claimsOf = (database: Database.Database) => {
+  const file = database.memory ? database.name : path.resolve(database.name);
+  let claims = claimsByFile.get(file);
+  if (!claims) claimsByFile.set(file, (claims = new Set()));
+  return claims;
+};
 
 /** Parameters one statement may bind (SQLite's own limit is 32766). */
 const MAX_PARAMETERS = 30_000;
@@ -40,6 +53,24 @@ export const createSqliteDataTables = (database: Database.Database): DataTables 
   },
   async rename(db, orgId, from, to) {
     await sql`alter table ${sql.id(physical(orgId, from))} rename to ${sql.id(physical(orgId, to))}`.execute(db);
+  },
+  async claim(orgId, table) {
+    const claims = claimsOf(database);
+    const name = physical(orgId, table);
+    claims.add(name);
+    return async () => void claims.delete(name);
+  },
+  async dropUnclaimed(db, isCandidate) {
+    const claims = claimsOf(database);
+    const { rows } = await sql<{ name: string }>`select name from sqlite_master where type = 'table' order by name`.execute(db);
+    const dropped: string[] = [];
+    for (const { name } of rows) {
+      const match = /^org_(\d+)__(.+)$/.exec(name);
+      if (!match || !isCandidate(match[2]) || claims.has(name)) continue;
+      await sql`drop table if exists ${sql.id(name)}`.execute(db);
+      dropped.push(`org_${match[1]}.${match[2]}`);
+    }
+    return dropped;
   },
   async openWriter(_db, orgId, table, columns) {
     const encoders = columns.map(encoderFor);

@@ -31,6 +31,18 @@ export interface DataTables {
    * next is prepared where it can.
    */
   openWriter(db: Kysely<any>, orgId: number, table: string, columns: DataColumn[]): Promise<RowWriter>;
+  /**
+   * Marks a table as in use by a load of this process until the returned function runs, so that
+   * `dropUnclaimed`, run by any instance sharing the database, leaves it alone. Claim it before
+   * creating it. Postgres: a session advisory lock, which dies with its process; SQLite: in this
+   * process's memory (one process serves a SQLite file; several instances belong on Postgres).
+   */
+  claim(orgId: number, table: string): Promise<() => Promise<void>>;
+  /**
+   * Drops the tables, in every organization's namespace, whose name `isCandidate` accepts and that
+   * no load claims: those a process killed mid-load left behind. Answers them as `org_<id>.<table>`.
+   */
+  dropUnclaimed(db: Kysely<any>, isCandidate: (table: string) => boolean): Promise<string[]>;
   /** Turns a stored value back into its API value (booleans, JSON and dates differ per dialect). */
   decode(type: DataColumnType, value: unknown): unknown;
   /**

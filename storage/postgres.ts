@@ -4,6 +4,7 @@ import { changeEvents, checkCounterName, CREATE_COUNTERS_TABLE, isLastCounterGon
 import { quoteIdentifier } from './data-tables.ts';
 import { createPostgresDataTables } from './data-tables-postgres.ts';
 import { isPostgresConnectionLost, superviseConnections } from './postgres-connections.ts';
+import { PostgresTableClaims } from './table-claims-postgres.ts';
 import { PostgresGovernedRunner } from './postgres-governed.ts';
 import { parsePostgresGovernedSelect } from './postgres-select.ts';
 import type { Storage, StorageOptions, TableSnapshot } from './types.ts';
@@ -42,6 +43,7 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
   // A connection the server ends (restart, failover, pg_terminate_backend), idle or busy, must not
   // end the process: the statement fails, pg drops the client and the next query opens a new one.
   const connections = superviseConnections(pool);
+  const claims = new PostgresTableClaims(pool.options);
   const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
   const governed = new PostgresGovernedRunner(pool, connectionString, options.secretKey, poolTypes);
   const counterReads = new Map<string, FreshSharedRead<number>>();
@@ -54,7 +56,7 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
   return {
     db,
     description: redactUrl(connectionString),
-    dataTables: createPostgresDataTables(pool),
+    dataTables: createPostgresDataTables(pool, claims),
     types: { json: 'jsonb', timestamp: 'timestamptz', text: 'text', integer: 'integer', bigint: 'bigint', boolean: 'boolean', double: 'double precision' },
     addIdColumn<TB extends string, C extends string>(table: CreateTableBuilder<TB, C>, name = 'id') {
       return table.addColumn(name, 'integer', (col) => col.primaryKey().generatedByDefaultAsIdentity()) as CreateTableBuilder<TB, C>;
@@ -150,6 +152,7 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
       // pg's pool ends once every client is back: stop the statements that would keep one out.
       await Promise.all([governed.close(), connections.cancelRunning()]);
       await db.destroy();
+      await claims.close();
     },
   };
 }

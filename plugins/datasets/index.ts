@@ -13,9 +13,9 @@ import { rowsReader, seesPii } from './rows-query.ts';
 
 /** The `datasets` router: datasets as real tables, CSV and JSON ingest, row queries, export, schema contracts. */
 export default definePlugin({
-  deps: { storage: kernelServices.storage, config: kernelServices.config, groups: kernelServices.groups, identity: kernelServices.identity },
+  deps: { storage: kernelServices.storage, config: kernelServices.config, groups: kernelServices.groups, identity: kernelServices.identity, logger: kernelServices.logger },
   migrations: datasetMigrations,
-  init: ({ storage, config, groups, identity }, ctx) => {
+  init: async ({ storage, config, groups, identity, logger }, ctx) => {
     const store = new DatasetStore(storage, ctx.useService(projectCatalog));
     ctx.contribute(projectDeleteGuards, async (orgId, projectId) => {
       const count = await store.countInProject(orgId, projectId);
@@ -24,6 +24,8 @@ export default definePlugin({
     const contracts = new ContractService(storage);
     const operations = contractOperations(store, contracts);
     const loader = new DatasetLoader(storage, store);
+    const abandoned = await loader.dropAbandoned();
+    if (abandoned.length) logger.warn({ tables: abandoned }, 'dropped the staging tables of loads that were cut short');
     const policies = new RowPolicies(storage, groups, identity);
     const readRows = rowsReader(storage, store, policies);
     ctx.provideService(datasetCatalog, {

@@ -5,6 +5,10 @@ import type { Dataset, DatasetColumn, DatasetStore } from './dataset-store.ts';
 
 export type LoadMode = 'append' | 'replace';
 
+/** A staging table is its dataset's table name, this suffix and 8 hex digits. */
+const STAGING_SUFFIX = '_load_';
+const STAGING_TABLE = /^.+_load_[0-9a-f]{8}$/;
+
 /** The new columns, keeping the PII flag and description of those the dataset already had. */
 function withMetadata(columns: DataColumn[], previous: DatasetColumn[]): DatasetColumn[] {
   return columns.map((c) => {
@@ -25,9 +29,27 @@ export class DatasetLoader {
   ) {}
 
   async load(dataset: Dataset, columns: DataColumn[], batches: AsyncIterable<unknown[][]> | Iterable<unknown[][]>, mode: LoadMode): Promise<{ dataset: Dataset; loaded: number }> {
+    const staging = `${dataset.table_name}${STAGING_SUFFIX}${crypto.randomBytes(4).toString('hex')}`;
+    // Claimed for the load's whole life: another instance starting meanwhile does not take it for an orphan.
+    const release = await this.storage.dataTables.claim(dataset.org_id, staging);
+    try {
+      return await this.loadThrough(staging, dataset, columns, batches, mode);
+    } finally {
+      await release();
+    }
+  }
+
+  /**
+   * Drops the staging tables no load claims: those of a process killed mid-load (at start-up; on
+   * Postgres a live load of another instance keeps its own). Answers their names.
+   */
+  dropAbandoned(): Promise<string[]> {
+    return this.storage.dataTables.dropUnclaimed(this.storage.db, (table) => STAGING_TABLE.test(table));
+  }
+
+  private async loadThrough(staging: string, dataset: Dataset, columns: DataColumn[], batches: AsyncIterable<unknown[][]> | Iterable<unknown[][]>, mode: LoadMode) {
     const { dataTables, db } = this.storage;
     const orgId = dataset.org_id;
-    const staging = `${dataset.table_name}_load_${crypto.randomBytes(4).toString('hex')}`;
     await dataTables.create(db, orgId, staging, columns);
     let loaded = 0;
     try {
