@@ -170,10 +170,16 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
       handler: async ({ params, query, orgId, koa, audit }) => {
         const dataset = await store.get(orgId!, params.id as number);
         const records = readCsv(await uploadedFile(koa), uploadLimitBytes, maxFieldBytes);
-        const { columns, batches } = await csvRows(records, dataset.columns, query.mode);
-        const { dataset: after, loaded } = await loader.load(dataset, columns, batches, query.mode);
-        await audit.record({ action: 'dataset.data.load', targetType: 'dataset', targetId: dataset.id, details: { mode: query.mode, rows: loaded, format: 'csv' } });
-        return { dataset: publicDataset(after), rows_loaded: loaded };
+        try {
+          const { columns, batches } = await csvRows(records, dataset.columns, query.mode);
+          const { dataset: after, loaded } = await loader.load(dataset, columns, batches, query.mode);
+          await audit.record({ action: 'dataset.data.load', targetType: 'dataset', targetId: dataset.id, details: { mode: query.mode, rows: loaded, format: 'csv' } });
+          return { dataset: publicDataset(after), rows_loaded: loaded };
+        } finally {
+          // Refused before the reader got to the end (a bad header, a sample row): the reader still drains
+          // the upload, or the client would get a connection reset instead of the answer.
+          await records.return(undefined);
+        }
       },
     }),
     defineRoute({
