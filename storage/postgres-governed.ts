@@ -3,7 +3,7 @@ import pg from 'pg';
 import { parse as parseConnectionString } from 'pg-connection-string';
 import type { DataColumnType } from './data-tables.ts';
 import { quoteIdentifier } from './data-tables.ts';
-import { superviseConnections } from './postgres-connections.ts';
+import { isPostgresConnectionLost, superviseConnections } from './postgres-connections.ts';
 import {
   asSubquery,
   datasetQueries,
@@ -75,6 +75,8 @@ export class PostgresGovernedRunner {
   private readonly roles = new Map<number, Promise<string>>();
   private readonly pools = new Map<number, { pool: pg.Pool; cancelRunning(): Promise<void> }>();
   private closed = false;
+  /** Set once shutdown stops the running statements: a cancelled one is no timeout. */
+  private stopping = false;
   /** The platform's parsers, and NUMERIC as a JSON number like every column typed `number` (beyond a double's 15–17 digits it rounds). */
   private readonly resultTypes: pg.CustomTypesConfig;
 
@@ -107,10 +109,11 @@ export class PostgresGovernedRunner {
       return await this.collect(client, text, [...query.params, query.maxBytes], query.limit);
     } catch (err) {
       const code = (err as { code?: string }).code;
+      if (code === '57014' && this.stopping) throw new GovernedSqlUnavailableError('the query was stopped: the platform is shutting down');
       if (code === '57014') throw new QueryTimeoutError(`the query ran longer than ${query.timeoutMs} ms and was stopped`);
       // Class 42 (syntax or access rule: a table it may not read), 22 (data), 25 (read-only), 2B, 0A, 54 (limits).
       if (code && /^(42|22|25|2B|0A|54)/.test(code)) throw new QueryRejectedError((err as Error).message);
-      if (!code) lost = err as Error;
+      if (isPostgresConnectionLost(err)) lost = err as Error;
       throw err;
     } finally {
       if (!lost) await client.query('rollback').catch((err: Error) => (lost = err));
@@ -118,8 +121,9 @@ export class PostgresGovernedRunner {
     }
   }
 
-  /** Stops the statements running now (a cancel request each). */
+  /** Stops the statements running now (a cancel request each): the platform is shutting down. */
   async cancelRunning(): Promise<void> {
+    this.stopping = true;
     await Promise.all([...this.pools.values()].map((entry) => entry.cancelRunning()));
   }
 
