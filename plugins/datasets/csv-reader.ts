@@ -142,6 +142,7 @@ export async function* readCsv(source: Readable, limitBytes: number, maxFieldByt
       finished = true;
       arrive();
     },
+    error: (err: Error) => arrive(err), // the parser's own failures; the stream's arrive once more, harmlessly
   });
   try {
     for (;;) {
