@@ -43,6 +43,7 @@ export const settingsSchema = z.object({
   DATASET_UPLOAD_LIMIT: z.string().regex(/^\d+(b|kb|mb|gb|tb)$/i, 'must be a size such as 2gb or 500mb').default('2gb'),
   /** Largest field of an uploaded CSV, checked while it streams (the parser holds a whole record in memory). */
   CSV_MAX_FIELD_BYTES: integer(1024 * 1024, 1),
+  CSV_MAX_RECORD_BYTES: integer(4 * 1024 * 1024, 1),
   /** Default: on, except with NODE_ENV=production. */
   VALIDATE_RESPONSES: z
     .enum(['true', 'false', '1', '0', 'yes', 'no'])

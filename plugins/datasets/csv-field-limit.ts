@@ -29,12 +29,20 @@ const QUOTED = 2;
 const CLOSING = 3; // a quote inside a quoted field: escaped, closing, or stray
 const SPACES = 4; // spaces after a closing quote
 
+/** Largest field and record of an uploaded CSV, in bytes as written in the file. */
+export interface CsvLimits {
+  /** CSV_MAX_FIELD_BYTES */
+  field: number;
+  /** CSV_MAX_RECORD_BYTES */
+  record: number;
+}
+
 /**
- * Measures each field of a CSV byte stream as it arrives, before papaparse (which holds a whole
- * record in memory, and re-reads it with every chunk until it ends) sees it: a field of more than
- * `maxBytes` bytes as written in the file (quotes included), or a quoted field that is never
- * closed, is refused as soon as it passes the limit. Lines are counted as the reader counts them:
- * a record starts a line, a line feed inside a field starts another.
+ * Measures each field and record of a CSV byte stream as it arrives, before papaparse (which holds
+ * a whole record in memory, and re-reads it with every chunk until it ends) sees it: a field or a
+ * record longer than its limit, as written in the file (quotes and commas included), or a quoted
+ * field that is never closed, is refused as soon as it passes the limit. Lines are counted as the
+ * reader counts them: a record starts a line, a line feed inside a field starts another.
  */
 export class FieldMeter {
   private state = START;
@@ -45,9 +53,11 @@ export class FieldMeter {
   /** `\r\n` files: a carriage return that a line feed may follow. */
   private pendingCr = false;
   private bom = 0;
+  private record = 0;
+  private recordLine = 1;
 
   constructor(
-    private readonly maxBytes: number,
+    private readonly limits: CsvLimits,
     private readonly newline: Newline,
   ) {}
 
@@ -61,12 +71,14 @@ export class FieldMeter {
     }
     const breakByte = this.newline === '\n' ? LF : CR;
     const crlf = this.newline === '\r\n';
-    const max = this.maxBytes;
+    const max = this.limits.field;
+    const maxRecord = this.limits.record;
     // The hot loop works on locals (written back at the end, or before a refusal reads them).
-    let { state, length, field, fieldLine, line, pendingCr } = this;
+    let { state, length, field, fieldLine, line, pendingCr, record, recordLine } = this;
     const n = chunk.length;
     for (; i < n; i += 1) {
       let byte = chunk[i];
+      record += 1;
       if (pendingCr) {
         pendingCr = false;
         if (byte === LF) {
@@ -74,6 +86,8 @@ export class FieldMeter {
           length = 0;
           field = 1;
           line += 1;
+          record = 0;
+          recordLine = line;
           continue;
         }
         byte = CR; // a carriage return alone is text: measure it, then this byte again
@@ -92,6 +106,8 @@ export class FieldMeter {
             length = 0;
             field = 1;
             line += 1; // a `\n` or a `\r` line break alike
+            record = 0;
+            recordLine = line;
           }
           continue;
         }
@@ -116,12 +132,16 @@ export class FieldMeter {
         Object.assign(this, { state, field, fieldLine });
         this.refuse();
       }
+      if (record > maxRecord) {
+        const what = `line ${recordLine}: a record longer than the limit of ${maxRecord} bytes (CSV_MAX_RECORD_BYTES)`;
+        throw problems.unprocessable(what, [{ path: 'body', message: what }]);
+      }
     }
-    Object.assign(this, { state, length, field, fieldLine, line, pendingCr });
+    Object.assign(this, { state, length, field, fieldLine, line, pendingCr, record, recordLine });
   }
 
   private refuse(): never {
-    const what = `line ${this.fieldLine}, field ${this.field}: longer than the limit of ${this.maxBytes} bytes (CSV_MAX_FIELD_BYTES)`;
+    const what = `line ${this.fieldLine}, field ${this.field}: longer than the limit of ${this.limits.field} bytes (CSV_MAX_FIELD_BYTES)`;
     const hint = this.state === UNQUOTED ? '' : '; it is a quoted field: if its closing quote is missing, the rest of the file reads as this one field';
     throw problems.unprocessable(`${what}${hint}`, [{ path: 'body', message: what }]);
   }

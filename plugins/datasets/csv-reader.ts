@@ -1,15 +1,15 @@
 import { Transform, type Readable } from 'node:stream';
 import Papa from 'papaparse';
 import { HttpProblem, problems } from '../../kernel/plugin-api.ts';
-import { FieldMeter, guessNewline, type Newline } from './csv-field-limit.ts';
+import { FieldMeter, guessNewline, type CsvLimits, type Newline } from './csv-field-limit.ts';
 
 /**
  * Decodes the upload as strict UTF-8 while counting bytes and lines: undecodable bytes are a 400
- * naming the line, more than `limitBytes` a 413, a field of more than `maxFieldBytes` a 422
+ * naming the line, more than `limitBytes` a 413, a field or record past `limits` a 422
  * (FieldMeter). Nothing is buffered beyond one chunk. `begin` learns the file's line break from the
  * first text, before that text is passed on.
  */
-function strictUtf8(limitBytes: number, maxFieldBytes: number, begin: (newline: Newline) => void): Transform {
+function strictUtf8(limitBytes: number, limits: CsvLimits, begin: (newline: Newline) => void): Transform {
   const decoder = new TextDecoder('utf-8', { fatal: true });
   let bytes = 0;
   let line = 1;
@@ -32,7 +32,7 @@ function strictUtf8(limitBytes: number, maxFieldBytes: number, begin: (newline: 
         if (!fields && text) {
           // A chunk without text holds no ASCII byte (a BOM, part of a character): nothing to measure yet.
           const newline = guessNewline(text);
-          fields = new FieldMeter(maxFieldBytes, newline);
+          fields = new FieldMeter(limits, newline);
           begin(newline);
         }
         fields?.scan(chunk);
@@ -103,11 +103,11 @@ const QUOTE_ERRORS: Record<string, string> = {
  * as Excel and Python's csv module do). Ragged rows and bad quoting are a 400 naming the line.
  * The parser pauses the upload while a batch is being stored, so memory does not follow file size.
  */
-export async function* readCsv(source: Readable, limitBytes: number, maxFieldBytes: number): AsyncGenerator<CsvBatch> {
+export async function* readCsv(source: Readable, limitBytes: number, limits: CsvLimits): AsyncGenerator<CsvBatch> {
   // The upload's own failure (a multipart form without its closing boundary, a client gone): a 400 about the body.
   const unreadable = (err: Error) => problems.badRequest(`the request body could not be read to its end: ${err.message}`, [{ path: 'body', message: err.message }]);
   if (source.errored) throw unreadable(source.errored);
-  const decoded = source.pipe(strictUtf8(limitBytes, maxFieldBytes, (newline) => parse(newline)));
+  const decoded = source.pipe(strictUtf8(limitBytes, limits, (newline) => parse(newline)));
   source.on('error', (err) => decoded.destroy(unreadable(err)));
   const queue: (CsvBatch | Error)[] = [];
   let finished = false;

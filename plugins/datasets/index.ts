@@ -48,7 +48,7 @@ export default definePlugin({
     });
     return {
       routes: [
-        ...datasetRoutes({ store, policies, readRows, loader, storage, deletedHooks, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT), maxFieldBytes: config.CSV_MAX_FIELD_BYTES }),
+        ...datasetRoutes({ store, policies, readRows, loader, storage, deletedHooks, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT), csvLimits: { field: config.CSV_MAX_FIELD_BYTES, record: config.CSV_MAX_RECORD_BYTES } }),
         ...policyRoutes({ store, policies }),
         ...contractRoutes({ store, contracts, operations }),
       ],

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { defineRoute, identitySchemas as s, kernelServices, problems, reply, type ServiceType } from '../../kernel/plugin-api.ts';
 import { exportStream } from './export.ts';
 import type { DataColumn } from '../../storage/index.ts';
+import type { CsvLimits } from './csv-field-limit.ts';
 import { readCsv } from './csv-reader.ts';
 import { csvRows } from './csv-ingest.ts';
 import { MAX_COLUMNS } from './column-names.ts';
@@ -27,8 +28,8 @@ export interface DatasetRouteDeps {
   /** What other plugins drop once a dataset is deleted (the `datasets.deleted` extension point). */
   deletedHooks: ReadonlySet<DatasetDeletedHook>;
   uploadLimitBytes: number;
-  /** CSV_MAX_FIELD_BYTES */
-  maxFieldBytes: number;
+  /** CSV_MAX_FIELD_BYTES and CSV_MAX_RECORD_BYTES */
+  csvLimits: CsvLimits;
 }
 
 /** The API view of a dataset: the physical table name stays inside the platform. */
@@ -37,7 +38,7 @@ const publicDataset = ({ table_name: _table, created_by: _by, ...dataset }: Data
 const idParams = s.idParam('id');
 const base = { security: 'bearer', orgScoped: true } as const;
 
-export function datasetRoutes({ store, policies, readRows, loader, storage, deletedHooks, uploadLimitBytes, maxFieldBytes }: DatasetRouteDeps) {
+export function datasetRoutes({ store, policies, readRows, loader, storage, deletedHooks, uploadLimitBytes, csvLimits }: DatasetRouteDeps) {
   const columnsInput = z
     .array(z.object({ name: columnName, type: z.enum(DATA_COLUMN_TYPES), pii: z.boolean().default(false), description: z.string().max(2000).nullable().default(null) }))
     .max(MAX_COLUMNS)
@@ -169,7 +170,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
       responses: { 200: { description: 'The dataset after the load', schema: loadResultSchema } },
       handler: async ({ params, query, orgId, koa, audit }) => {
         const dataset = await store.get(orgId!, params.id as number);
-        const records = readCsv(await uploadedFile(koa), uploadLimitBytes, maxFieldBytes);
+        const records = readCsv(await uploadedFile(koa), uploadLimitBytes, csvLimits);
         try {
           const { columns, batches } = await csvRows(records, dataset.columns, query.mode);
           const { dataset: after, loaded } = await loader.load(dataset, columns, batches, query.mode);

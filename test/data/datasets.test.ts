@@ -724,7 +724,7 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
     let smallProject: number;
 
     beforeAll(async () => {
-      small = await startTestKernel({ dialect, env: { DATASET_UPLOAD_LIMIT: '1kb', CSV_MAX_FIELD_BYTES: '100' } });
+      small = await startTestKernel({ dialect, env: { DATASET_UPLOAD_LIMIT: '1kb', CSV_MAX_FIELD_BYTES: '100', CSV_MAX_RECORD_BYTES: '300' } });
       sh = helpers(small, dialect);
       smallProject = (await small.request('POST', '/api/projects', { body: { key: 'SMALL', name: 'Small' } })).body.id;
     });
@@ -777,6 +777,20 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
       }
       expect((await sh.upload(ds.id, over['a quote never closed'][0])).body.detail).toMatch(/quoted field.*closing quote/);
       expect((await sh.physicalTables(1)).filter((name) => name.includes('_load_'))).toEqual([]);
+    });
+
+    it('refuses a record past CSV_MAX_RECORD_BYTES, each of its fields within CSV_MAX_FIELD_BYTES, with a 422 naming its line', async () => {
+      const ds = await sh.createDataset(smallProject, [{ name: 'a', type: 'string' }, { name: 'b', type: 'string' }, { name: 'c', type: 'string' }, { name: 'd', type: 'string' }]);
+      const fits = await sh.upload(ds.id, `a,b,c,d\n${['w', 'x', 'y', 'z'].map((ch) => ch.repeat(70)).join(',')}\n`);
+      expect(fits.status, JSON.stringify(fits.body)).toBe(200);
+      const before = await sh.snapshot(ds.id);
+      const wide = `a,b,c,d\nq,r,s,t\n${['w', 'x', 'y', 'z'].map((ch) => `"${ch.repeat(90)}"`).join(',')}\n`;
+      for (const mode of ['append', 'replace'] as const) {
+        const res = await sh.upload(ds.id, wide, mode);
+        expect(res.status, `${mode}: ${JSON.stringify(res.body)}`).toBe(422);
+        expect(res.body.detail).toMatch(/^line 3: a record longer than the limit of 300 bytes \(CSV_MAX_RECORD_BYTES\)/);
+        expect(await sh.snapshot(ds.id)).toEqual(before);
+      }
     });
   });
 

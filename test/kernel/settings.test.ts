@@ -23,6 +23,7 @@ describe('settings', () => {
       CORS_ALLOWED_ORIGINS: [],
       IDP_ALLOWED_DOMAINS: [],
       CSV_MAX_FIELD_BYTES: 1024 * 1024,
+      CSV_MAX_RECORD_BYTES: 4 * 1024 * 1024,
     });
     expect(settings.DATABASE_URL).toBeUndefined();
   });
