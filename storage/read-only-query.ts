@@ -82,7 +82,11 @@ export function datasetQueries(query: ReadOnlyQuery, tableRef: (table: string) =
   return `with ${queries.join(', ')} `;
 }
 
-/** The statement as a subquery named `governed_query`; a line break ends a trailing `--` comment. */
-export const asSubquery = (statement: string) => `(\n${statement}\n) as governed_query`;
+/**
+ * The statement as a subquery named `governed_query`. What follows the statement cannot be
+ * commented out by it: a line break ends a trailing `--` comment, and `/**\/` ends a `/*` left open
+ * (SQLite reads an unclosed comment to the end of the text, which would swallow the rest).
+ */
+export const asSubquery = (statement: string) => `(\n${statement}\n/**/) as governed_query`;
 
 const sqlText = (text: string) => `'${text.replace(/'/g, "''")}'`;

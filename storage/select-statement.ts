@@ -16,6 +16,8 @@ export interface GovernedSelect {
 
 /** Most distinct names taken from one statement. */
 const MAX_NAMES = 1000;
+/** A dataset table's own name (`org_<id>__ds_<id>`): datasets are named by their dataset name. */
+const PHYSICAL_TABLE = /^org_\d+__/i;
 /** An unquoted identifier, or one quoted SQLite's ways: "…", `…`, […]. */
 const IDENTIFIER = /"((?:[^"]|"")*)"|`((?:[^`]|``)*)`|\[([^\]]*)\]|([\p{L}_][\p{L}\p{N}_$]*)/gu;
 
@@ -31,6 +33,7 @@ export function parseSqliteGovernedSelect(text: string): GovernedSelect {
   const names = new Map<string, string>();
   for (const match of sql.matchAll(IDENTIFIER)) {
     const name = match[1]?.replace(/""/g, '"') ?? match[2]?.replace(/``/g, '`') ?? match[3] ?? match[4];
+    if (PHYSICAL_TABLE.test(name)) throw new SelectRefusedError(`"${name}" is not reachable: name datasets by their dataset name`);
     if (!names.has(name.toLowerCase())) names.set(name.toLowerCase(), name);
     if (names.size > MAX_NAMES) throw new SelectRefusedError(`the query spells more than ${MAX_NAMES} distinct names`);
   }

@@ -280,6 +280,9 @@ describe.each(DIALECTS)('governed SQL (%s)', (dialect) => {
       const filtered = { ...orders, columns: orders.columns.map((c) => ({ ...c, masked: false })), rowFilter: "country = 'FR'" };
       expect((await storage.runReadOnly({ ...base, datasets: [filtered], sql: 'select count(*) from orders' })).rows).toEqual([[2]]);
       await expect(storage.runReadOnly({ ...base, datasets: [filtered], sql: `select count(*) from orders, ${raw}` })).rejects.toThrow(/around its row policy/);
+      // A comment left open cannot swallow what follows the statement (the filter's guard).
+      await expect(storage.runReadOnly({ ...base, datasets: [filtered], sql: `select count(*) from ${raw}) /* orders` })).rejects.toThrow(QueryRejectedError);
+      await expect(storage.runReadOnly({ ...base, datasets: [filtered], sql: `select count(*) from ${raw}) as g, (select 1 /* orders` })).rejects.toThrow(/around its row policy/);
     }
   });
 
