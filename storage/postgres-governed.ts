@@ -3,6 +3,7 @@ import pg from 'pg';
 import { parse as parseConnectionString } from 'pg-connection-string';
 import type { DataColumnType } from './data-tables.ts';
 import { quoteIdentifier } from './data-tables.ts';
+import { OrganizationSlots } from './organization-slots.ts';
 import { isPostgresConnectionLost, superviseConnections } from './postgres-connections.ts';
 import {
   asSubquery,
@@ -37,6 +38,8 @@ const BYTES_FUNCTION = 'governed_result_bytes';
 /** Organizations whose connection pools are kept open at once; the least recently used is closed past it. */
 const MAX_POOLS = 16;
 const CONNECTIONS_PER_ORGANIZATION = 2;
+/** Statements of one organization that may wait for a connection; past them a new one is refused. */
+const QUEUED_PER_ORGANIZATION = 6;
 
 /**
  * A SCRAM-SHA-256 verifier of `password` (RFC 5802, as Postgres stores it): the role's password is
@@ -74,6 +77,7 @@ export class PostgresGovernedRunner {
   private setup: Promise<Setup> | null = null;
   private readonly roles = new Map<number, Promise<string>>();
   private readonly pools = new Map<number, { pool: pg.Pool; cancelRunning(): Promise<void> }>();
+  private readonly slots = new OrganizationSlots(CONNECTIONS_PER_ORGANIZATION, QUEUED_PER_ORGANIZATION);
   private closed = false;
   /** Set once shutdown stops the running statements: a cancelled one is no timeout. */
   private stopping = false;
@@ -93,14 +97,19 @@ export class PostgresGovernedRunner {
 
   async run(query: ReadOnlyQuery): Promise<ReadOnlyResult> {
     if (!this.roleKey) throw new GovernedSqlUnavailableError('governed SQL needs the vault key, from which the passwords of its roles are derived');
+    const arrived = performance.now();
     const { schema } = await this.prepare();
     const role = await this.ensureRole(query.orgId);
-    const client = await this.poolFor(query.orgId, role).connect();
+    // The organization's turn: its pool never makes a statement wait past its time limit.
+    const giveBack = await this.slots.take(query.orgId, query.timeoutMs);
+    let client: pg.PoolClient | undefined;
     let lost: Error | undefined;
     try {
+      client = await this.poolFor(query.orgId, role).connect();
+      const remainingMs = Math.max(1, Math.floor(query.timeoutMs - (performance.now() - arrived)));
       // Settings local to the transaction, which always ends in a rollback: whatever the statement
       // sets (set_config(…, false) included) is undone before the connection is used again.
-      await client.query(`begin transaction read only; set local statement_timeout = ${Math.max(1, Math.floor(query.timeoutMs))}; set local search_path = ''`);
+      await client.query(`begin transaction read only; set local statement_timeout = ${remainingMs}; set local search_path = ''`);
       const organization = quoteIdentifier(`org_${query.orgId}`);
       // The database counts the bytes of each row as text before sending it and stops at the
       // budget, so no more than about `maxBytes` ever reaches this process, however wide a row.
@@ -108,17 +117,35 @@ export class PostgresGovernedRunner {
       const text = `${datasetQueries(query, (table) => `${organization}.${quoteIdentifier(table)}`)}select governed_query.*, ${bytes} from ${asSubquery(query.sql)} limit ${query.limit + 1}`;
       return await this.collect(client, text, [...query.params, query.maxBytes], query.limit);
     } catch (err) {
-      const code = (err as { code?: string }).code;
-      if (code === '57014' && this.stopping) throw new GovernedSqlUnavailableError('the query was stopped: the platform is shutting down');
-      if (code === '57014') throw new QueryTimeoutError(`the query ran longer than ${query.timeoutMs} ms and was stopped`);
-      // Class 42 (syntax or access rule: a table it may not read), 22 (data), 25 (read-only), 2B, 0A, 54 (limits).
-      if (code && /^(42|22|25|2B|0A|54)/.test(code)) throw new QueryRejectedError((err as Error).message);
       if (isPostgresConnectionLost(err)) lost = err as Error;
-      throw err;
+      throw this.classify(err, (err as { code?: string }).code, query.timeoutMs, query.orgId);
     } finally {
-      if (!lost) await client.query('rollback').catch((err: Error) => (lost = err));
-      client.release(lost);
+      if (client && !lost) await client.query('rollback').catch((err: Error) => (lost = err));
+      client?.release(lost);
+      giveBack();
     }
+  }
+
+  /**
+   * What a failed statement means for its caller. Every error the database raised about the
+   * statement is the statement's own (a 400 naming the reason); a lost connection, a login the
+   * server refused, too many connections, or the database's own failure are not.
+   */
+  private classify(err: unknown, code: string | undefined, timeoutMs: number, orgId: number): Error {
+    // XX001/XX002 (corruption) and class 58 (system errors) are the server's; XX000 is what a
+    // built-in raises for arguments it cannot use (`satisfies_hash_partition(0, …)`): the statement's.
+    if (!code || isPostgresConnectionLost(err) || /^(XX00[12]|58)/.test(code)) return err as Error;
+    if (code === '57014') {
+      return this.stopping ? new GovernedSqlUnavailableError('the query was stopped: the platform is shutting down') : new QueryTimeoutError(`the query ran longer than ${timeoutMs} ms and was stopped`);
+    }
+    if (code.startsWith('28')) {
+      // The role's login was refused (its password set by an instance with another VAULT_KEY, or
+      // pg_hba.conf refusing password logins): set it again on the next statement.
+      this.roles.delete(orgId);
+      return new GovernedSqlUnavailableError("the database refused the login of the organization's governed SQL role; check that pg_hba.conf admits password logins and every instance shares VAULT_KEY");
+    }
+    if (code === '53300') return new GovernedSqlUnavailableError('the database has no connection to spare; try again');
+    return new QueryRejectedError((err as Error).message);
   }
 
   /** Stops the statements running now (a cancel request each): the platform is shutting down. */
@@ -153,7 +180,10 @@ export class PostgresGovernedRunner {
         row.pop();
         rows.push(row);
       });
-      running.on('end', () => answer(rows.length > limit ? 'row_limit' : null));
+      running.on('end', (result: pg.ResultBuilder) => {
+        fields = result.fields; // known with no row too
+        answer(rows.length > limit ? 'row_limit' : null);
+      });
       running.on('error', (err: Error & { code?: string }) => {
         if (err.code !== RESULT_BYTES_EXCEEDED) return reject(err);
         if (rows.length === 0) return reject(new QueryRejectedError(`its first row alone is larger than the result limit (${err.message.replace(/\D+/g, '')} bytes): select fewer or narrower columns`));

@@ -13,9 +13,12 @@ type Node = Record<string, unknown>;
  * organization's datasets (catalog lookups by name, object definitions, privileges).
  */
 const DENIED_FUNCTION =
-  /^(pg_|lo_|dblink|current_setting$|set_config$|txid_|inet_(client|server)_|version$|current_database$|current_schema|current_query$|system_user$|query_to_xml|table_to_xml|cursor_to_xml|schema_to_xml|database_to_xml|ts_stat$|ts_rewrite$|has_\w*privilege$|to_reg|reg(class|collation|config|dictionary|namespace|oper|operator|proc|procedure|role|type)(in|out|recv|send)?$|obj_description$|col_description$|shobj_description$|format_type$|row_security_active$|nextval$|currval$|setval$|lastval$|brin_|gin_clean_pending_list$|binary_upgrade_)/i;
-/** Casts that look objects up by name in the catalog (`'org_2.ds_1'::regclass`). */
-const CATALOG_LOOKUP_TYPE = /^reg[a-z]*$/i;
+  /^(pg_|lo_|dblink|current_setting$|set_config$|txid_|inet_(client|server)_|version$|current_database$|current_schema|current_query$|system_user$|getpgusername$|query_to_xml|table_to_xml|cursor_to_xml|schema_to_xml|database_to_xml|ts_stat$|ts_rewrite$|has_\w*privilege$|to_reg|reg(class|collation|config|dictionary|namespace|oper|operator|proc|procedure|role|type)(in|out|recv|send)?$|obj_description$|col_description$|shobj_description$|format_type$|row_security_active$|nextval$|currval$|setval$|lastval$|brin_|gin_clean_pending_list$|binary_upgrade_)/i;
+/**
+ * Types that look objects up by name or oid in the catalog (`'org_2.ds_1'::regclass`, their arrays
+ * `_regclass`), or show privileges (`aclitem`).
+ */
+const CATALOG_LOOKUP_TYPE = /^_?(reg[a-z]*|aclitem)$/i;
 /** The schema of the built-in functions and types Postgres's grammar itself writes (`extract`, `substring`, `int4`). */
 const BUILT_IN_SCHEMA = 'pg_catalog';
 /** SQL value functions naming roles or the database (`current_user`, `session_user`, …). */
@@ -127,12 +130,13 @@ function walk(node: unknown, visible: Set<string>, relations: Set<string>): void
         walk(body, visible, relations);
         break;
       }
-      case 'TypeCast': {
-        const typeNames = names((body.typeName as Node | undefined)?.names);
+      case 'typeName': {
+        // Every place a type is named: casts, column lists of functions in FROM, XMLTABLE, RETURNING…
+        const typeNames = names(body.names);
         const type = typeNames.at(-1) ?? '';
         // A type of another schema is a table's row type (`null::public.users` shows its columns).
-        if (typeNames.length > 1 && typeNames[0] !== BUILT_IN_SCHEMA) throw new SelectRefusedError(`a cast to ${typeNames.join('.')} is not allowed in governed SQL`);
-        if (CATALOG_LOOKUP_TYPE.test(type)) throw new SelectRefusedError(`a cast to ${type} is not allowed in governed SQL`);
+        if (typeNames.length > 1 && typeNames[0] !== BUILT_IN_SCHEMA) throw new SelectRefusedError(`the type ${typeNames.join('.')} is not allowed in governed SQL`);
+        if (CATALOG_LOOKUP_TYPE.test(type)) throw new SelectRefusedError(`the type ${type} is not allowed in governed SQL`);
         walk(body, visible, relations);
         break;
       }
