@@ -10,8 +10,6 @@ import { registerRegexp } from './sqlite-regexp.mjs';
 
 const db = new Database(process.argv[2], { readonly: true, fileMustExist: true });
 db.pragma('busy_timeout = 5000');
-// SQLite's own allocations fail past this (a clear "out of memory" error) instead of growing the process.
-db.pragma('hard_heap_limit = 268435456');
 registerRegexp(db);
 
 /** Functions that compute from their arguments only: no files, settings, extensions or catalog. */
@@ -167,12 +165,12 @@ function run({ sql, params, limit, maxBytes, allowed }) {
 
 process.on('message', (message) => {
   try {
-    process.send({ id: message.id, ...run(message) });
+    process.send(run(message));
   } catch (err) {
     // A name that is neither a dataset offered to the statement nor anything else SQLite knows.
     const unknown = /^no such table: (?:main\.)?(.*)$/.exec(err.message);
     const error = unknown ? `no dataset named "${unknown[1]}" in this organization` : err.message;
     // Anything else the statement caused (syntax, binding, several statements, out of memory) is its own fault.
-    process.send({ id: message.id, error, rejected: !OPERATIONAL.test(String(err.code)) });
+    process.send({ error, rejected: !OPERATIONAL.test(String(err.code)) });
   }
 });

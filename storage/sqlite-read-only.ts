@@ -1,4 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import { quoteIdentifier } from './data-tables.ts';
 import { asSubquery, datasetQueries, GovernedSqlUnavailableError, QueryRejectedError, QueryTimeoutError, typeFromValues, type ReadOnlyQuery, type ReadOnlyResult } from './read-only-query.ts';
 
@@ -6,6 +7,13 @@ import { asSubquery, datasetQueries, GovernedSqlUnavailableError, QueryRejectedE
 const PROCESSES = 2;
 /** Statements of one organization waiting or running at once; past it a new one is refused. */
 const PER_ORGANIZATION = 8;
+/**
+ * Memory a query process may take (RLIMIT_DATA, set by util-linux's prlimit where there is one):
+ * SQLite's own allocations fail with "out of memory" past it, where neither SQLite's heap limit
+ * (better-sqlite3 builds it without memory statistics) nor V8's heap limit would stop them.
+ */
+const PROCESS_MEMORY_BYTES = 1024 * 1024 * 1024;
+const PRLIMIT = ['/usr/bin/prlimit', '/bin/prlimit'].find((file) => fs.existsSync(file));
 
 interface Answer {
   names?: string[];
@@ -110,7 +118,8 @@ export class SqliteReadOnlyRunner {
       if (jobs.length) this.waiting.set(orgId, jobs);
       job.runner = runner;
       runner.job = job;
-      runner.child.send(job.message);
+      // A process that died since sending its last answer fails the statement through 'exit' or 'error'.
+      runner.child.send(job.message, (err) => err && this.lost(runner, new GovernedSqlUnavailableError(`the query process failed: ${err.message}`)));
     }
   }
 
@@ -135,10 +144,19 @@ export class SqliteReadOnlyRunner {
     runner.child.kill('SIGKILL');
   }
 
+  /** A process gone without being stopped: its statement fails with `reason`. */
+  private lost(runner: QueryProcess, reason: Error): void {
+    if (!this.processes.includes(runner)) return; // stopped on purpose
+    const job = runner.job;
+    this.kill(runner);
+    if (job) this.fail(job, reason);
+  }
+
   private spawn(): QueryProcess {
+    // Plain JavaScript: none of the parent's loaders; its heap and its whole memory bounded.
+    const node = ['--max-old-space-size=512'];
     const child = fork(new URL('./sqlite-governed-process.mjs', import.meta.url), [this.file], {
-      // Plain JavaScript: none of the parent's loaders, and a heap of its own bounded.
-      execArgv: ['--max-old-space-size=512'],
+      ...(PRLIMIT ? { execPath: PRLIMIT, execArgv: [`--data=${PROCESS_MEMORY_BYTES}`, '--', process.execPath, ...node] } : { execArgv: node }),
       serialization: 'advanced',
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     });
@@ -159,12 +177,12 @@ export class SqliteReadOnlyRunner {
       this.dispatch();
     });
     child.on('exit', (code, signal) => {
-      if (!this.processes.includes(runner)) return; // killed on purpose
-      const job = runner.job;
-      this.kill(runner);
-      // Past its heap, or killed from outside: the statement asked more than governed SQL allows.
-      if (job) this.fail(job, new QueryRejectedError(`the query process ended (${signal ?? `exit code ${code}`}): the query needs more memory than governed SQL allows`));
+      // V8 aborts when its heap is full: the statement asked more than governed SQL allows.
+      const outOfMemory = signal === 'SIGABRT' || code === 134;
+      this.lost(runner, outOfMemory ? new QueryRejectedError('the query needs more memory than governed SQL allows') : new GovernedSqlUnavailableError(`the query process ended (${signal ?? `exit code ${code}`})`));
     });
+    // A process that could not start, or whose channel broke: its statement fails, the next one gets a new process.
+    child.on('error', (err) => this.lost(runner, new GovernedSqlUnavailableError(`the query process failed: ${err.message}`)));
     this.processes.push(runner);
     return runner;
   }

@@ -131,6 +131,10 @@ describe.each(DIALECTS)('governed SQL (%s)', (dialect) => {
     ['privileges as a type', "select '{}'::aclitem[]"],
     ['the login role name', 'select getpgusername()'],
     ['an error of another class', 'select satisfies_hash_partition(0, 1, 0, 1)'],
+    [
+      'values past the query process memory',
+      "select count(*), sum(length(m)) from (select max(printf('%.*c', 300000000, char(64 + v))) over () as m from (select 1 as v union all select 2 union all select 3 union all select 4 union all select 5 union all select 6) as s) as w",
+    ],
     ['a statement nested past the stack', `select ${'not '.repeat(20_000)}true`],
     ['a missing parameter', 'select $3'],
     ['a positional placeholder', 'select ?'],
