@@ -29,6 +29,8 @@ export class PostgresTableClaims {
   /** Holds `name` if nobody does (until the returned function runs), else null. */
   async tryClaim(name: string): Promise<(() => Promise<void>) | null> {
     const key = keyOf(name);
+    // Session advisory locks are re-entrant: this instance's own claim would be taken again.
+    if (this.held.has(key)) return null;
     const { rows } = await (await this.connect()).query<{ taken: boolean }>('select pg_try_advisory_lock($1::bigint) as taken', [key]);
     if (!rows[0].taken) return null;
     this.held.add(key);
