@@ -45,6 +45,8 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
   const connections = superviseConnections(pool);
   const claims = new PostgresTableClaims(pool.options);
   const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
+  /** Set once shutdown stops the running statements. */
+  let stopping = false;
   const governed = new PostgresGovernedRunner(pool, connectionString, options.secretKey, poolTypes);
   const counterReads = new Map<string, FreshSharedRead<number>>();
   const readCounter = async (counter: string) => {
@@ -141,11 +143,13 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
     parseGovernedSelect: parsePostgresGovernedSelect,
     runReadOnly: (query) => governed.run(query),
     isUniqueViolation: (err) => (err as { code?: unknown })?.code === '23505',
-    isConnectionLost: isPostgresConnectionLost,
+    // A statement shutdown cancelled (57014) did not fail on its own account either: a 503, not a 500.
+    isConnectionLost: (err) => isPostgresConnectionLost(err) || (stopping && (err as { code?: unknown })?.code === '57014'),
     async ping() {
       await sql`select 1`.execute(db);
     },
     cancelRunning: async () => {
+      stopping = true;
       await Promise.all([connections.cancelRunning(), governed.cancelRunning()]);
     },
     async close() {

@@ -109,8 +109,9 @@ export interface Storage {
   /** Cheap round trip used by /readyz. */
   ping(): Promise<void>;
   /**
-   * Stops the statements running right now (shutdown, once the drain time is over): each fails as
-   * cancelled and its connection goes back to the pool. Nothing is stopped for good: new statements run.
+   * Stops the statements running right now, at shutdown once the drain time is over: each fails as
+   * the platform shutting down (`isConnectionLost` is true of its error: a 503) and its connection
+   * goes back to the pool. New statements still run until `close`.
    */
   cancelRunning(): Promise<void>;
   /** Stops what still runs (as `cancelRunning`), then closes every connection. */

@@ -171,15 +171,40 @@ describe.skipIf(!POSTGRES_URL)('Postgres connections of the platform pool', () =
       await dba.connect();
       // The read waits on a lock nobody releases before the kernel has stopped: only a cancel ends it.
       const lock = await lockTable(url, table_name as string);
-      const read = other.request('GET', `/api/datasets/${ds.body.id}/rows`).catch((err: Error) => err);
+      const read = other.request('GET', `/api/datasets/${ds.body.id}/rows`);
       const pid = await busyBackend(dba, `%${table_name}%`, 'Lock');
       await other.kernel.stop(); // what SIGTERM runs; without the cancel it waits for the lock forever
-      await read;
+      // The request is answered: a 503 the client may retry elsewhere, not a 500 or a dropped connection.
+      const answer = await read;
+      expect(answer.status, answer.text).toBe(503);
       const running = await dba.query(`select 1 from pg_stat_activity where pid = $1 and state = 'active'`, [pid]);
       expect(running.rows).toEqual([]);
       await lock.release();
     } finally {
       await dba?.end();
+      await other.stop().catch(() => undefined);
+    }
+  });
+
+  it('stopping the kernel stops a governed SQL statement too, answered 503', async () => {
+    const other = await startTestKernel({ dialect: 'postgres', env: { SHUTDOWN_TIMEOUT_MS: '200' } });
+    try {
+      const runaway = other.request('POST', '/api/sql', { body: { sql: 'select count(*) from generate_series(1, 1000000000000)', timeout_ms: 300_000 } });
+      // Once it runs under the organization's role, stop the kernel as SIGTERM would.
+      const { rows } = await sql<{ name: string }>`select current_database() as name`.execute(other.kernel.storage.db);
+      const url = POSTGRES_URL!.replace(/\/[^/?]*(\?.*)?$/, `/${rows[0].name}$1`);
+      const dba = new pg.Client({ connectionString: url });
+      await dba.connect();
+      try {
+        await busyBackend(dba, '%generate_series(1, 1000000000000)%');
+      } finally {
+        await dba.end();
+      }
+      await other.kernel.stop();
+      const answer = await runaway;
+      expect(answer.status, answer.text).toBe(503);
+      expect(answer.body.detail).toMatch(/shutting down/);
+    } finally {
       await other.stop().catch(() => undefined);
     }
   });
