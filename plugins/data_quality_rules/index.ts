@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { definePlugin, defineRoute, fieldErrorsOf, identitySchemas as s, kernelServices, problems, reply, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
+import { definePlugin, defineRoute, fieldErrorsOf, HttpProblem, identitySchemas as s, kernelServices, problems, reply, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
 import { QueryTimeoutError, quoteIdentifier, type Storage } from '../../storage/index.ts';
-import { datasetCatalog, datasetDeletedHooks, PII_MASK, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
+import { datasetCatalog, datasetDeletedHooks, PII_MASK, ROW_POLICY_BYPASS, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
 import { evaluate, SAMPLE_ROWS, type Evaluation } from './evaluate.ts';
 import { governedSql, type GovernedSql } from '../sql/public.ts';
 import { qualityMigrations } from './migrations.ts';
@@ -78,8 +78,6 @@ const runnersRun = ({ run }: StoredRun) => ({ ...run, details_withheld: false })
 
 const NUMERIC_OR_TIME = ['integer', 'number', 'date', 'timestamp'];
 
-/** The datasets plugin's capability to see every row despite row policies (its manifest). */
-const BYPASS_CAPABILITY = 'datasets.policies.bypass';
 
 /**
  * A rule definition that fits the dataset: a 400/422 naming `body.params.<field>` otherwise. A rule
@@ -124,7 +122,7 @@ class RuleRunner {
   async customSql(dataset: DatasetInfo, condition: string, principal: Principal, audit: RequestAudit): Promise<Evaluation> {
     const count = await this.sql.run({ sql: failingRowsSql(dataset, condition, 'count(*)'), timeout_ms: this.timeoutMs }, dataset.org_id, principal, audit);
     const failing = Number(count.rows[0][0]);
-    const sample = failing ? await this.sql.run({ sql: failingRowsSql(dataset, condition, '*'), limit: SAMPLE_ROWS }, dataset.org_id, principal, audit) : null;
+    const sample = failing ? await this.sql.run({ sql: failingRowsSql(dataset, condition, '*'), limit: SAMPLE_ROWS, timeout_ms: this.timeoutMs }, dataset.org_id, principal, audit) : null;
     const pii = new Set(dataset.columns.filter((c) => c.pii).map((c) => c.name));
     const rows = (sample?.rows ?? []).map((row) => Object.fromEntries(sample!.columns.map((c, i) => [c.name, pii.has(c.name) && row[i] !== null ? PII_MASK : row[i]])));
     return { status: failing ? 'failed' : 'passed', failing_rows: failing, sample: rows, message: failing ? `${failing} rows break the condition` : 'every row meets the condition', observed: null };
@@ -164,8 +162,9 @@ async function checkCondition(sql: GovernedSql, dataset: DatasetInfo, condition:
   try {
     await sql.run({ sql: failingRowsSql(dataset, condition, 'count(*)'), limit: 1, timeout_ms: SAVE_CHECK_TIMEOUT_MS }, dataset.org_id, principal, audit);
   } catch (err) {
-    const detail = (err as { detail?: string }).detail ?? (err as Error).message;
-    throw problems.badRequest(`the condition is not usable: ${detail}`, [{ path: 'body.params.condition', message: detail }]);
+    // The condition's fault (a refusal, a time-out) names the field; anything else (a 503, a bug) passes on as it is.
+    if (!(err instanceof HttpProblem) || err.status >= 500) throw err;
+    throw problems.badRequest(`the condition is not usable: ${err.detail}`, [{ path: 'body.params.condition', message: err.detail }]);
   }
 }
 
@@ -307,7 +306,7 @@ export default definePlugin({
           handler: async ({ params, query, orgId, principal }) => {
             const rule = await rules.get(orgId!, params.id as number);
             const dataset = await catalog.get(orgId!, rule.dataset_id);
-            const reader = { key: (await catalog.scope(principal!, dataset)).key, pii: catalog.seesPii(principal!), bypass: principal!.capabilities.has(BYPASS_CAPABILITY) };
+            const reader = { key: (await catalog.scope(principal!, dataset)).key, pii: catalog.seesPii(principal!), bypass: principal!.capabilities.has(ROW_POLICY_BYPASS) };
             return (await rules.runs(orgId!, rule.id, query.limit)).map((stored) => runAsSeenBy(stored, reader));
           },
         }),

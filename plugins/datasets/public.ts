@@ -6,6 +6,9 @@ import type { RawBuilder } from 'kysely';
 import { extensionPoint, pluginServiceRef, type Principal } from '../../kernel/plugin-api.ts';
 import type { DataColumn, DataColumnType } from '../../storage/index.ts';
 
+/** The capability to see every row of every dataset, whatever its row policies. */
+export const ROW_POLICY_BYPASS = 'datasets.policies.bypass';
+
 /** What a caller without `datasets.pii.read` sees in place of a PII value, on every read path. */
 export const PII_MASK = '***';
 

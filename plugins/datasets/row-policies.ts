@@ -4,6 +4,7 @@ import type { Storage } from '../../storage/index.ts';
 import type { Dataset } from './dataset-store.ts';
 import { columnLookup, compileFilter } from './filters.ts';
 import { ROW_POLICIES_COUNTER } from './migrations.ts';
+import { ROW_POLICY_BYPASS } from './public.ts';
 
 export interface RowPolicy {
   id: number;
@@ -21,7 +22,6 @@ export interface RowScope {
 }
 
 /** Holders see every row whatever the policies (platform admins hold every capability). */
-export const BYPASS_CAPABILITY = 'datasets.policies.bypass';
 const NOTHING = sql<boolean>`1 = 0`;
 
 /** Datasets whose compiled policies are kept at most; the oldest go first. */
@@ -81,7 +81,7 @@ export class RowPolicies {
   }
 
   async scope(principal: Principal, dataset: Dataset): Promise<RowScope> {
-    if (principal.capabilities.has(BYPASS_CAPABILITY)) return { condition: null, key: 'all' };
+    if (principal.capabilities.has(ROW_POLICY_BYPASS)) return { condition: null, key: 'all' };
     const { policies } = await this.compiledFor(dataset);
     if (policies.length === 0) return { condition: null, key: 'all' };
     const mine = new Set((await this.identity.groupsOf(principal.userId, dataset.org_id)).map((g) => g.id));
