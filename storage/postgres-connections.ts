@@ -46,6 +46,7 @@ interface CancelConnection {
   cancel(processID: number, secretKey: number): void;
   on(event: 'connect' | 'end' | 'error', listener: () => void): void;
   end(): void;
+  stream: { destroy(): void };
 }
 
 const CANCEL_TIMEOUT_MS = 5_000;
@@ -60,8 +61,11 @@ export function cancelStatement(client: pg.ClientBase): Promise<void> {
   return new Promise<void>((resolve) => {
     const connection = new pg.Connection() as unknown as CancelConnection;
     const timer = setTimeout(done, CANCEL_TIMEOUT_MS);
+    timer.unref();
     function done() {
       clearTimeout(timer);
+      // An unanswered cancel (an unreachable server) must not keep its socket, and the process, alive.
+      connection.stream.destroy();
       resolve();
     }
     connection.on('connect', () => connection.cancel(processID, secretKey));

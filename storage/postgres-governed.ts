@@ -59,6 +59,11 @@ export function governedRolePrefix(database: string, schema: string): string {
   return `dp_${crypto.createHash('sha256').update(`${database}\0${schema}`).digest('hex').slice(0, 10)}`;
 }
 
+interface GovernedPool {
+  pool: pg.Pool;
+  cancelRunning(): Promise<void>;
+}
+
 interface Setup {
   prefix: string;
   /** The platform's own schema, quoted. */
@@ -76,7 +81,9 @@ interface Setup {
 export class PostgresGovernedRunner {
   private setup: Promise<Setup> | null = null;
   private readonly roles = new Map<number, Promise<string>>();
-  private readonly pools = new Map<number, { pool: pg.Pool; cancelRunning(): Promise<void> }>();
+  private readonly pools = new Map<number, GovernedPool>();
+  /** Pools evicted from `pools` that still finish a statement: stopped at shutdown too. */
+  private readonly retired = new Set<GovernedPool>();
   private readonly slots = new OrganizationSlots(CONNECTIONS_PER_ORGANIZATION, QUEUED_PER_ORGANIZATION);
   private closed = false;
   /** Set once shutdown stops the running statements: a cancelled one is no timeout. */
@@ -151,14 +158,14 @@ export class PostgresGovernedRunner {
   /** Stops the statements running now (a cancel request each): the platform is shutting down. */
   async cancelRunning(): Promise<void> {
     this.stopping = true;
-    await Promise.all([...this.pools.values()].map((entry) => entry.cancelRunning()));
+    await Promise.all([...this.pools.values(), ...this.retired].map((entry) => entry.cancelRunning()));
   }
 
   /** Stops running statements and closes every pool. */
   async close(): Promise<void> {
     this.closed = true;
     await this.cancelRunning();
-    await Promise.all([...this.pools.values()].map((entry) => entry.pool.end().catch(() => undefined)));
+    await Promise.all([...this.pools.values(), ...this.retired].map((entry) => entry.pool.end().catch(() => undefined)));
     this.pools.clear();
   }
 
@@ -289,9 +296,14 @@ export class PostgresGovernedRunner {
       });
       entry = { pool, ...superviseConnections(pool) };
       if (this.pools.size >= MAX_POOLS) {
-        const [oldest, old] = this.pools.entries().next().value as [number, { pool: pg.Pool }];
+        // The least recently used organization's pool ends once its statements have.
+        const [oldest, old] = this.pools.entries().next().value as [number, GovernedPool];
         this.pools.delete(oldest);
-        void old.pool.end().catch(() => undefined);
+        this.retired.add(old);
+        void old.pool
+          .end()
+          .catch(() => undefined)
+          .finally(() => this.retired.delete(old));
       }
     }
     this.pools.set(orgId, entry);

@@ -2,7 +2,13 @@ import { loadModule, parseSync } from 'libpg-query';
 import { SelectRefusedError, type GovernedSelect } from './select-statement.ts';
 
 // Postgres's own parser, compiled to WebAssembly: the statement is read exactly as the server reads it.
-const parserReady = loadModule();
+// Loaded on first use (a SQLite platform never needs it); a failed load is tried again next time.
+let parserReady: Promise<void> | undefined;
+const parser = () =>
+  (parserReady ??= loadModule().catch((err: unknown) => {
+    parserReady = undefined;
+    throw err;
+  }));
 
 type Node = Record<string, unknown>;
 
@@ -47,7 +53,7 @@ export async function parsePostgresGovernedSelect(text: string): Promise<Governe
  * semicolon or what follows it) and its tree. For the postgresql connector's import query too.
  */
 export async function parsePostgresSelect(text: string): Promise<{ sql: string; statement: Node }> {
-  await parserReady;
+  await parser();
   let parsed: { stmts?: { stmt: Node; stmt_location?: number; stmt_len?: number }[] };
   try {
     parsed = parseSync(text);

@@ -160,7 +160,7 @@ export async function* readCsv(source: Readable, limitBytes: number, limits: Csv
   } finally {
     parser?.abort();
     source.unpipe();
-    source.resume(); // drain what is left so the connection can answer
+    drain(source, limitBytes);
   }
 }
 
@@ -196,4 +196,19 @@ function lineBreaksIn(record: string[]): number {
   let count = 0;
   for (const field of record) for (let at = field.indexOf('\n'); at !== -1; at = field.indexOf('\n', at + 1)) count += 1;
   return count;
+}
+
+/**
+ * Reads away what is left of a body the upload stopped reading, so a client that sends its whole
+ * body before reading the answer gets it on the same connection; one that goes on sending past the
+ * upload limit (`limitBytes`, as much as an upload may be) has its connection closed rather than be
+ * read for ever.
+ */
+function drain(source: Readable, limitBytes: number): void {
+  let drained = 0;
+  source.on('data', (chunk: Buffer) => {
+    drained += chunk.length;
+    if (drained > limitBytes) source.destroy();
+  });
+  source.resume();
 }
