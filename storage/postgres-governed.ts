@@ -68,6 +68,8 @@ interface Setup {
   prefix: string;
   /** The platform's own schema, quoted. */
   schema: string;
+  /** The platform's user may create roles (CREATEROLE); otherwise an administrator creates them. */
+  managesRoles: boolean;
 }
 
 /**
@@ -202,8 +204,10 @@ export class PostgresGovernedRunner {
   /** Once per process: the role prefix of this database and the byte-count function. */
   private prepare(): Promise<Setup> {
     this.setup ??= (async () => {
-      const { rows } = await this.platform.query<{ database: string; schema: string }>('select current_database() as database, current_schema() as schema');
-      const { database, schema } = rows[0];
+      const { rows } = await this.platform.query<{ database: string; schema: string; manages: boolean }>(
+        'select current_database() as database, current_schema() as schema, (select rolsuper or rolcreaterole from pg_roles where rolname = current_user) as manages',
+      );
+      const { database, schema, manages } = rows[0];
       const quoted = quoteIdentifier(schema);
       await this.asPlatform(async (client) => {
         await client.query(`select pg_advisory_xact_lock(hashtext('governed-sql-setup'))`);
@@ -215,7 +219,7 @@ export class PostgresGovernedRunner {
            end $$`,
         );
       });
-      return { prefix: governedRolePrefix(database, schema), schema: quoted };
+      return { prefix: governedRolePrefix(database, schema), schema: quoted, managesRoles: manages };
     })().catch((err) => {
       this.setup = null;
       throw err;
@@ -223,21 +227,45 @@ export class PostgresGovernedRunner {
     return this.setup;
   }
 
-  /** Creates the organization's role, or sets its password again, and grants it its datasets; once per process. */
+  /**
+   * The statements an administrator runs where the platform's user may not create roles: the
+   * organizations' roles, created (or their passwords set again) as the platform would.
+   */
+  async roleStatements(orgIds: number[]): Promise<string[]> {
+    if (!this.roleKey) throw new GovernedSqlUnavailableError('governed SQL needs the vault key, from which the passwords of its roles are derived');
+    const { prefix } = await this.prepare();
+    const roles = orgIds.map((orgId) => `${prefix}_org_${orgId}`);
+    const { rows } = await this.platform.query<{ rolname: string }>('select rolname from pg_roles where rolname = any($1)', [roles]);
+    const existing = new Set(rows.map((r) => r.rolname));
+    return roles.map((role) => `${existing.has(role) ? 'alter' : 'create'} role ${quoteIdentifier(role)} with ${this.roleOptions(role)};`);
+  }
+
+  /** What a governed role is: a login that is nothing more, with the password derived for it. */
+  private roleOptions(role: string): string {
+    return `login nosuperuser nocreatedb nocreaterole noinherit noreplication nobypassrls password '${scramVerifier(this.password(role))}'`;
+  }
+
+  /**
+   * Creates the organization's role, or sets its password again (where the platform may manage
+   * roles; otherwise an administrator has created it), and grants it its datasets; once per process.
+   */
   private ensureRole(orgId: number): Promise<string> {
     let ensured = this.roles.get(orgId);
     if (!ensured) {
       ensured = (async () => {
-        const { prefix, schema } = await this.prepare();
+        const { prefix, schema, managesRoles } = await this.prepare();
         const role = `${prefix}_org_${orgId}`;
         const quotedRole = quoteIdentifier(role);
         const organization = quoteIdentifier(`org_${orgId}`);
-        const verifier = scramVerifier(this.password(role));
         await this.asPlatform(async (client) => {
           await client.query('select pg_advisory_xact_lock(hashtext($1))', [`governed-role:${role}`]);
           const exists = await client.query('select 1 from pg_roles where rolname = $1', [role]);
-          const options = `login nosuperuser nocreatedb nocreaterole noinherit noreplication nobypassrls password '${verifier}'`;
-          await client.query(exists.rowCount ? `alter role ${quotedRole} with ${options}` : `create role ${quotedRole} with ${options}`);
+          if (managesRoles) await client.query(`${exists.rowCount ? 'alter' : 'create'} role ${quotedRole} with ${this.roleOptions(role)}`);
+          else if (!exists.rowCount) {
+            throw new GovernedSqlUnavailableError(
+              `governed SQL runs under a database role per organization, and the platform's database user may not create roles: grant it CREATEROLE, or have an administrator run what \`npm run migrate -- --governed-sql-roles\` prints (see the README's Security model)`,
+            );
+          }
           await client.query(`create schema if not exists ${organization}`);
           await client.query(`grant usage on schema ${organization} to ${quotedRole}`);
           await client.query(`grant select on all tables in schema ${organization} to ${quotedRole}`);
@@ -249,11 +277,6 @@ export class PostgresGovernedRunner {
         return role;
       })().catch((err) => {
         this.roles.delete(orgId);
-        if ((err as { code?: string }).code === '42501') {
-          throw new GovernedSqlUnavailableError(
-            "governed SQL runs under a database role per organization, and the platform's database user may not create roles: grant it CREATEROLE (see the README's Security model)",
-          );
-        }
         throw err;
       });
       this.roles.set(orgId, ensured);

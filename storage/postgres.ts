@@ -142,6 +142,7 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
     },
     parseGovernedSelect: parsePostgresGovernedSelect,
     runReadOnly: (query) => governed.run(query),
+    governedSqlRoleStatements: (orgIds) => governed.roleStatements(orgIds),
     isUniqueViolation: (err) => (err as { code?: unknown })?.code === '23505',
     // A statement shutdown cancelled (57014) did not fail on its own account either: a 503, not a 500.
     isConnectionLost: (err) => isPostgresConnectionLost(err) || (stopping && (err as { code?: unknown })?.code === '57014'),

@@ -130,6 +130,8 @@ export function openSqliteStorage(file: string): Storage {
       if (file === ':memory:') return Promise.reject(new Error('governed SQL needs a database file, not :memory:'));
       return readOnly.run(query);
     },
+    // Governed SQL needs no role on SQLite: its compiled statements are checked.
+    governedSqlRoleStatements: async () => [],
     isUniqueViolation: (err) => /^SQLITE_CONSTRAINT_(UNIQUE|PRIMARYKEY)$/.test(String((err as { code?: unknown })?.code)),
     // An embedded file: no connection to lose.
     isConnectionLost: () => false,

@@ -99,6 +99,11 @@ export interface Storage {
    * bytes and time, off the request path: a runaway query is stopped and the server stays responsive.
    */
   runReadOnly(query: ReadOnlyQuery): Promise<ReadOnlyResult>;
+  /**
+   * The statements an administrator runs so that governed SQL works where the platform's database
+   * user may not create its roles (Postgres without CREATEROLE): one per organization. None on SQLite.
+   */
+  governedSqlRoleStatements(orgIds: number[]): Promise<string[]>;
   /** True when `err` is the database refusing a duplicate of a unique key. */
   isUniqueViolation(err: unknown): boolean;
   /**

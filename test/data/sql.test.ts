@@ -1,7 +1,11 @@
+import { execFile } from 'node:child_process';
 import crypto from 'node:crypto';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { QueryRejectedError, type ReadOnlyQuery } from '../../storage/index.ts';
-import { DIALECTS, startTestKernel, type TestKernel } from '../harness/index.ts';
+import { governedRolePrefix, QueryRejectedError, type ReadOnlyQuery } from '../../storage/index.ts';
+import { DIALECTS, POSTGRES_URL, REPO_ROOT, startTestKernel, type TestKernel } from '../harness/index.ts';
 
 /**
  * What an answer must never carry: password hashes, mail bodies (the reset token), roles' secrets,
@@ -377,5 +381,49 @@ describe.each(DIALECTS)('governed SQL (%s)', (dialect) => {
     expect((await query({ sql: 'select 1', limit: 0 })).status).toBe(400);
     expect((await query({ sql: 'select 1', timeout_ms: 10_000_000 })).status).toBe(400);
     expect((await t.request('POST', '/api/sql', { token: null, body: { sql: 'select 1' } })).status).toBe(401);
+  });
+});
+
+describe.runIf(POSTGRES_URL)('governed SQL where the platform may not create roles (postgres)', () => {
+  it('answers 503 naming CREATEROLE until an administrator runs what `npm run migrate -- --governed-sql-roles` prints, then works', { timeout: 60_000 }, async () => {
+    const admin = new pg.Client({ connectionString: POSTGRES_URL });
+    await admin.connect();
+    const suffix = crypto.randomBytes(5).toString('hex');
+    const owner = `dp_test_owner_${suffix}`;
+    const database = `dp_test_norole_${suffix}`;
+    let t: TestKernel | undefined;
+    try {
+      // A platform user that owns its database and may create no role (a managed service's usual grant).
+      await admin.query(`create role ${owner} login nocreaterole password 'owner-password-1'`);
+      await admin.query(`create database ${database} owner ${owner}`);
+      const url = POSTGRES_URL!.replace(/^(postgres(?:ql)?:\/\/)[^@/]*@/, `$1${owner}:owner-password-1@`).replace(/\/[^/?]*(\?.*)?$/, `/${database}$1`);
+      t = await startTestKernel({ dialect: 'postgres', env: { DATABASE_URL: url } });
+      const project = await t.request('POST', '/api/projects', { body: { key: 'NOROLE', name: 'No role' } });
+      const dataset = await t.request('POST', '/api/datasets', { body: { name: 'orders', project_id: project.body.id, columns: [{ name: 'id', type: 'integer' }] } });
+      await t.request('POST', `/api/datasets/${dataset.body.id}/rows`, { body: [{ id: 1 }, { id: 2 }] });
+
+      const refused = await t.request('POST', '/api/sql', { body: { sql: 'select count(*) from orders' } });
+      expect(refused.status, refused.text).toBe(503);
+      expect(refused.body.detail).toMatch(/CREATEROLE.*--governed-sql-roles/);
+
+      const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'kernel/migrate-cli.ts'), '--governed-sql-roles'], {
+        cwd: REPO_ROOT,
+        env: { PATH: process.env.PATH, DATABASE_URL: url, DATA_DIR: t.dataDir },
+      });
+      const statements = stdout.trim().split('\n');
+      expect(statements).toEqual([expect.stringMatching(/^create role "dp_[0-9a-f]{10}_org_1" with login nosuperuser .* password 'SCRAM-SHA-256\$4096:[^']+';$/)]);
+      for (const statement of statements) await admin.query(statement);
+
+      const answered = await t.request('POST', '/api/sql', { body: { sql: 'select count(*) from orders' } });
+      expect(answered.status, answered.text).toBe(200);
+      expect(answered.body.rows).toEqual([[2]]);
+    } finally {
+      await t?.stop();
+      await admin.query(`drop database if exists ${database} with (force)`);
+      const roles = await admin.query<{ rolname: string }>('select rolname from pg_roles where starts_with(rolname, $1)', [`${governedRolePrefix(database, 'public')}_`]);
+      for (const { rolname } of roles.rows) await admin.query(`drop role if exists "${rolname}"`);
+      await admin.query(`drop role if exists ${owner}`);
+      await admin.end();
+    }
   });
 });
