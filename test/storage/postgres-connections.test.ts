@@ -208,4 +208,23 @@ describe.skipIf(!POSTGRES_URL)('Postgres connections of the platform pool', () =
       await other.stop().catch(() => undefined);
     }
   });
+
+  it('a governed SQL backend terminated while busy answers 503, and governed SQL goes on', async () => {
+    const runaway = t.request('POST', '/api/sql', { body: { sql: 'select count(*) from generate_series(1, 1000000000000)', timeout_ms: 300_000 } });
+    const { rows } = await sql<{ name: string }>`select current_database() as name`.execute(t.kernel.storage.db);
+    const dba = new pg.Client({ connectionString: POSTGRES_URL!.replace(/\/[^/?]*(\?.*)?$/, `/${rows[0].name}$1`) });
+    await dba.connect();
+    try {
+      const pid = await busyBackend(dba, '%generate_series(1, 1000000000000)%');
+      await dba.query('select pg_terminate_backend($1)', [pid]);
+    } finally {
+      await dba.end();
+    }
+    const answer = await runaway;
+    expect(answer.status, answer.text).toBe(503);
+    expect((await t.request('GET', '/healthz')).status).toBe(200);
+    const next = await t.request('POST', '/api/sql', { body: { sql: 'select 1 as one' } });
+    expect(next.status, next.text).toBe(200);
+    expect(next.body.rows).toEqual([[1]]);
+  });
 });
