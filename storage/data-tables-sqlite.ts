@@ -112,6 +112,7 @@ export const createSqliteDataTables = (database: Database.Database): DataTables 
     return inlineParameters(compiled.sql, compiled.parameters, /^\?/, (value) => sqlLiteral(value, ['1', '0']));
   },
   // `regexp` is registered on the connection by the SQLite adapter: RE2, compiled by `compileRegexp`.
+  textBytes: (expression) => sql<number>`coalesce(length(cast(${expression} as blob)), 0)`,
   matches: (expression, pattern) => sql<boolean>`regexp(${pattern}, ${expression})`,
   async patternError(_db, pattern) {
     try {

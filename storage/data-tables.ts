@@ -51,6 +51,8 @@ export interface DataTables {
    * Postgres' POSIX regular expressions (`~`) on Postgres.
    */
   matches(expression: RawBuilder<unknown>, pattern: string): RawBuilder<boolean>;
+  /** The bytes of a value as text (0 for null), as the database counts them: for bounding a page of rows. */
+  textBytes(expression: RawBuilder<unknown>): RawBuilder<number>;
   /**
    * Why the engine behind `matches` cannot compile `pattern` (its own message), or null when it can;
    * on Postgres the database compiles it, within `timeoutMs`.

@@ -17,17 +17,17 @@ const csvValue = (value: unknown) =>
  * one page, whatever the size of the dataset. CSV text cells that begin like a formula get a
  * leading `'` (a JSON export carries the values as they are).
  */
-export function exportStream(storage: Storage, dataset: Dataset, format: 'csv' | 'json', visibility: Visibility): Readable {
+export function exportStream(storage: Storage, dataset: Dataset, format: 'csv' | 'json', visibility: Visibility, maxPageBytes: number): Readable {
   async function* csv() {
     yield stringify([dataset.columns.map((c) => inert(c.name))]);
-    for await (const page of allRows(storage, dataset, visibility)) {
+    for await (const page of allRows(storage, dataset, visibility, maxPageBytes)) {
       if (page.rows.length) yield stringify(page.rows.map((row) => page.columns.map((c) => csvValue(row[c.name]))));
     }
   }
   async function* json() {
     yield '[';
     let first = true;
-    for await (const page of allRows(storage, dataset, visibility)) {
+    for await (const page of allRows(storage, dataset, visibility, maxPageBytes)) {
       for (const row of page.rows) {
         yield `${first ? '' : ','}\n${JSON.stringify(row)}`;
         first = false;

@@ -27,7 +27,7 @@ export default definePlugin({
     const abandoned = await loader.dropAbandoned();
     if (abandoned.length) logger.warn({ tables: abandoned }, 'dropped the staging tables of loads that were cut short');
     const policies = new RowPolicies(storage, groups, identity);
-    const readRows = rowsReader(storage, store, policies);
+    const readRows = rowsReader(storage, store, policies, config.SQL_MAX_RESULT_BYTES);
     ctx.provideService(datasetCatalog, {
       get: (orgId, id) => store.get(orgId, id),
       findByNames: (orgId, names) => store.findByNames(orgId, names),
@@ -48,7 +48,7 @@ export default definePlugin({
     });
     return {
       routes: [
-        ...datasetRoutes({ store, policies, readRows, loader, storage, deletedHooks, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT), csvLimits: { field: config.CSV_MAX_FIELD_BYTES, record: config.CSV_MAX_RECORD_BYTES } }),
+        ...datasetRoutes({ store, policies, readRows, loader, storage, deletedHooks, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT), maxPageBytes: config.SQL_MAX_RESULT_BYTES, csvLimits: { field: config.CSV_MAX_FIELD_BYTES, record: config.CSV_MAX_RECORD_BYTES } }),
         ...policyRoutes({ store, policies }),
         ...contractRoutes({ store, contracts, operations }),
       ],

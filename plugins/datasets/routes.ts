@@ -30,6 +30,8 @@ export interface DatasetRouteDeps {
   uploadLimitBytes: number;
   /** CSV_MAX_FIELD_BYTES and CSV_MAX_RECORD_BYTES */
   csvLimits: CsvLimits;
+  /** SQL_MAX_RESULT_BYTES: the values one page of rows (or of an export) may carry. */
+  maxPageBytes: number;
 }
 
 /** The API view of a dataset: the physical table name stays inside the platform. */
@@ -38,7 +40,7 @@ const publicDataset = ({ table_name: _table, created_by: _by, ...dataset }: Data
 const idParams = s.idParam('id');
 const base = { security: 'bearer', orgScoped: true } as const;
 
-export function datasetRoutes({ store, policies, readRows, loader, storage, deletedHooks, uploadLimitBytes, csvLimits }: DatasetRouteDeps) {
+export function datasetRoutes({ store, policies, readRows, loader, storage, deletedHooks, uploadLimitBytes, csvLimits, maxPageBytes }: DatasetRouteDeps) {
   const columnsInput = z
     .array(z.object({ name: columnName, type: z.enum(DATA_COLUMN_TYPES), pii: z.boolean().default(false), description: z.string().max(2000).nullable().default(null) }))
     .max(MAX_COLUMNS)
@@ -248,7 +250,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
         const dataset = await store.get(orgId!, params.id as number);
         await audit.record({ action: 'dataset.export', targetType: 'dataset', targetId: dataset.id, details: { format: query.format, rows: dataset.row_count } });
         const type = query.format === 'csv' ? 'text/csv; charset=utf-8' : 'application/json; charset=utf-8';
-        return reply(200, exportStream(storage, dataset, query.format, await visibilityOf(policies, principal!, dataset)), {
+        return reply(200, exportStream(storage, dataset, query.format, await visibilityOf(policies, principal!, dataset), maxPageBytes), {
           'Content-Type': type,
           'Content-Disposition': `attachment; filename="${dataset.name}.${query.format}"`,
         });

@@ -37,19 +37,19 @@ function checkPaging({ limit, offset }: RowsQuery): void {
  * Reads a page of an organization's dataset as the caller may see it: the one path behind both
  * `GET /api/datasets/{id}/rows` and the catalog's `rows` (API Service lookups, spec §2.5).
  */
-export function rowsReader(storage: Storage, store: DatasetStore, policies: RowPolicies): DatasetCatalog['rows'] {
+export function rowsReader(storage: Storage, store: DatasetStore, policies: RowPolicies, maxPageBytes: number): DatasetCatalog['rows'] {
   return async (principal, orgId, datasetId, query) => {
     checkPaging(query);
     const dataset = await store.get(orgId, datasetId);
-    return queryRows(storage, dataset, query, await visibilityOf(policies, principal, dataset));
+    return queryRows(storage, dataset, query, await visibilityOf(policies, principal, dataset), maxPageBytes);
   };
 }
 
 /** Every row of a dataset (masked as for `queryRows`), page by page in row order: for exports. */
-export async function* allRows(storage: Storage, dataset: Dataset, visibility: Visibility, pageSize = 1000): AsyncGenerator<RowsPage> {
+export async function* allRows(storage: Storage, dataset: Dataset, visibility: Visibility, maxPageBytes: number, pageSize = 1000): AsyncGenerator<RowsPage> {
   let cursor: string | undefined;
   do {
-    const page = await queryRows(storage, dataset, { limit: pageSize, cursor }, visibility);
+    const page = await queryRows(storage, dataset, { limit: pageSize, cursor }, visibility, maxPageBytes);
     yield page;
     cursor = page.next_cursor ?? undefined;
   } while (cursor);
@@ -66,12 +66,28 @@ function decodeCursor(cursor: string): { after?: number; offset?: number } {
   throw problems.badRequest('cursor is not one this server issued', [{ path: 'query.cursor', message: 'invalid cursor' }]);
 }
 
+/** A sum as a balanced tree: a thousand columns added one after another pass SQLite's expression depth limit. */
+function sumOf(terms: RawBuilder<unknown>[]): RawBuilder<unknown> {
+  if (terms.length === 0) return sql`0`;
+  if (terms.length === 1) return terms[0];
+  const half = Math.ceil(terms.length / 2);
+  return sql`(${sumOf(terms.slice(0, half))} + ${sumOf(terms.slice(half))})`;
+}
+
+/** Columns the page query adds, named with a control character, which no dataset column's name holds. */
+const ROW_BYTES = '\u0001row_bytes';
+const BYTES_THROUGH = '\u0001bytes_through';
+const FETCHED = '\u0001fetched';
+
 /**
  * A page of a dataset's rows, pushed down to the database: column selection, filters, sort and
  * paging. Without a sort the cursor is keyset on the hidden row id (stable under appends); with
- * a sort it carries an offset.
+ * a sort it carries an offset. A page holds at most `limit` rows and, past its first row, no more
+ * than about `maxPageBytes` of values: the database counts each row's bytes before sending it
+ * (masked values as the mask), so a page of wide values never fills memory; the rest follows on
+ * the next page.
  */
-export async function queryRows(storage: Storage, dataset: Dataset, request: RowsQuery, visibility: Visibility): Promise<RowsPage> {
+export async function queryRows(storage: Storage, dataset: Dataset, request: RowsQuery, visibility: Visibility, maxPageBytes: number): Promise<RowsPage> {
   const masked = (c: DatasetColumn) => c.pii && !visibility.seePii;
   const column = columnLookup(dataset.columns);
   /** Filtering or sorting on a masked column would reveal its values one comparison at a time. */
@@ -100,14 +116,21 @@ export async function queryRows(storage: Storage, dataset: Dataset, request: Row
   if (keyset && cursor.after !== undefined) conditions.push(sql`${sql.id(ROW_ID)} > ${cursor.after}`);
   const offset = keyset ? 0 : (cursor.offset ?? request.offset ?? 0);
   const where = conditions.length ? sql`where ${sql.join(conditions, sql` and `)}` : sql``;
-  const names = sql.join([sql.id(ROW_ID), ...selected.map((c) => sql.id(c.name))]);
+  // Sort columns come along (unselected ones too): the layers above order by them again.
+  const sorted = (request.sort ?? '').split(',').filter(Boolean).map((term) => column(term.replace(/^-/, ''), 'query.sort'));
+  const carried = [...new Map([...selected, ...sorted].map((c) => [c.name, c])).values()];
+  const names = sql.join([sql.id(ROW_ID), ...carried.map((c) => sql.id(c.name))]);
   const orderBy = sql.join([...order, sql`${sql.id(ROW_ID)} asc`]);
-  const result = await sql<Record<string, unknown>>`select ${names} from ${storage.dataTables.ref(dataset.org_id, dataset.table_name)} ${where} order by ${orderBy} limit ${request.limit + 1} offset ${offset}`.execute(storage.db);
+  const bytes = sumOf(selected.map((c) => (masked(c) ? sql`${PII_MASK.length}` : storage.dataTables.textBytes(sql.id(c.name)))));
+  const fetched = sql`select ${names}, ${bytes} as ${sql.id(ROW_BYTES)} from ${storage.dataTables.ref(dataset.org_id, dataset.table_name)} ${where} order by ${orderBy} limit ${request.limit + 1} offset ${offset}`;
+  const counted = sql`select p.*, sum(${sql.id(ROW_BYTES)}) over (order by ${orderBy} rows between unbounded preceding and current row) as ${sql.id(BYTES_THROUGH)}, count(*) over () as ${sql.id(FETCHED)} from (${fetched}) as p`;
+  // Rows that start within the budget: the first always, then as many as fit.
+  const result = await sql<Record<string, unknown>>`select * from (${counted}) as w where ${sql.id(BYTES_THROUGH)} - ${sql.id(ROW_BYTES)} < ${maxPageBytes} order by ${orderBy}`.execute(storage.db);
 
-  const more = result.rows.length > request.limit;
   const page = result.rows.slice(0, request.limit);
+  const more = Number(result.rows[0]?.[FETCHED] ?? 0) > page.length;
   const rows = page.map((row) => Object.fromEntries(selected.map((c) => [c.name, masked(c) && row[c.name] !== null ? PII_MASK : storage.dataTables.decode(c.type, row[c.name])])));
   const last = page.at(-1);
-  const next = !more || !last ? null : keyset ? encodeCursor({ after: Number(last[ROW_ID]) }) : encodeCursor({ offset: offset + request.limit });
+  const next = !more || !last ? null : keyset ? encodeCursor({ after: Number(last[ROW_ID]) }) : encodeCursor({ offset: offset + page.length });
   return { columns: selected.map((c) => ({ name: c.name, type: c.type, masked: masked(c) })), rows, next_cursor: next };
 }
