@@ -24,6 +24,13 @@ export interface Dataset {
 }
 
 /** The dataset catalog of one organization at a time; every read and write filters by `orgId`. */
+/** What a change of a dataset's record may set. */
+export interface DatasetChanges {
+  name?: string;
+  description?: string | null;
+  columns?: DatasetColumn[];
+}
+
 export class DatasetStore {
   constructor(
     private readonly storage: Storage,
@@ -99,21 +106,33 @@ export class DatasetStore {
     return this.decode(row);
   }
 
-  async update(orgId: number, id: number, changes: { name?: string; description?: string | null; columns?: DatasetColumn[] }): Promise<Dataset> {
-    await this.get(orgId, id);
-    const { columns, ...fields } = changes;
-    try {
-      await this.storage.db
-        .updateTable('datasets')
-        .set({ ...fields, ...(columns ? { columns: this.storage.encodeJson(columns) } : {}), updated_at: this.storage.now() })
-        .where('org_id', '=', orgId)
-        .where('id', '=', id)
-        .execute();
-    } catch (err) {
-      if (this.storage.isUniqueViolation(err)) throw problems.conflict(`a dataset named "${changes.name}" already exists in this organization`);
-      throw err;
+  /**
+   * Changes a dataset's name, description or columns as `change` decides from the dataset as it is.
+   * The columns are written only if nobody changed them since they were read (else `change` runs
+   * again on the newer ones): a PATCH of a description never undoes a PII flag set meanwhile, nor
+   * does a check made on columns that are no longer there let a change through.
+   */
+  async update(orgId: number, id: number, change: (current: Dataset) => DatasetChanges | Promise<DatasetChanges>): Promise<Dataset> {
+    for (;;) {
+      const row = await this.storage.db.selectFrom('datasets').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst();
+      if (!row) throw problems.notFound(`no dataset ${id} in this organization`);
+      const { columns, ...fields } = await change(this.decode(row));
+      let written;
+      try {
+        written = await this.storage.db
+          .updateTable('datasets')
+          .set({ ...fields, ...(columns ? { columns: this.storage.encodeJson(columns) } : {}), updated_at: this.storage.now() })
+          .where('org_id', '=', orgId)
+          .where('id', '=', id)
+          // The stored value, written as a value of the column's type (JSON text, compared as JSON on Postgres).
+          .where('columns', '=', this.storage.encodeJson(this.storage.decodeJson(row.columns)))
+          .executeTakeFirst();
+      } catch (err) {
+        if (this.storage.isUniqueViolation(err)) throw problems.conflict(`a dataset named "${fields.name}" already exists in this organization`);
+        throw err;
+      }
+      if (Number(written.numUpdatedRows) === 1) return this.get(orgId, id);
     }
-    return this.get(orgId, id);
   }
 
   async remove(orgId: number, id: number): Promise<Dataset> {

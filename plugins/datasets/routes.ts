@@ -115,29 +115,32 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
       },
       responses: { 200: { description: 'The dataset', schema: datasetSchema } },
       handler: async ({ params, body, orgId, principal, audit }) => {
-        const dataset = await store.get(orgId!, params.id as number);
-        let columns: DatasetColumn[] | undefined;
-        if (body.columns) {
-          columns = dataset.columns.map((c) => ({ ...c }));
-          body.columns.forEach((change, i) => {
-            const column = columns!.find((c) => c.name === change.name);
-            if (!column) throw problems.badRequest(`unknown column "${change.name}"`, [{ path: `body.columns.${i}.name`, message: 'not a column of the dataset' }]);
-            if (change.pii !== undefined) column.pii = change.pii;
-            if (change.description !== undefined) column.description = change.description;
-          });
-        }
-        // What the flags end as, whatever the order or repetition of the changes asked.
-        const piiChanges = (columns ?? []).filter((c, i) => Boolean(c.pii) !== Boolean(dataset.columns[i].pii)).map((c) => ({ column: c.name, pii: c.pii }));
-        // Unflagging shows the values to everyone who reads the dataset: only someone who may read
-        // them decides that. Flagging only hides more (as creating a dataset with PII columns does).
-        const unflagged = piiChanges.filter((c) => !c.pii).map((c) => c.column);
-        if (unflagged.length && !seesPii(principal!)) {
-          for (const column of unflagged) await audit.record({ action: 'dataset.pii.unflag', outcome: 'failure', targetType: 'dataset', targetId: dataset.id, details: { column, reason: 'lacks datasets.pii.read' } });
-          throw problems.forbidden(`removing the PII flag of ${unflagged.map((c) => `"${c}"`).join(', ')} needs the capability "datasets.pii.read"`);
-        }
-        const updated = await store.update(orgId!, dataset.id, { name: body.name, description: body.description, columns });
-        await audit.record({ action: 'dataset.update', targetType: 'dataset', targetId: dataset.id, details: { changes: Object.keys(body) } });
-        for (const { column, pii } of piiChanges) await audit.record({ action: pii ? 'dataset.pii.flag' : 'dataset.pii.unflag', targetType: 'dataset', targetId: dataset.id, details: { column } });
+        let piiChanges: { column: string; pii: boolean }[] = [];
+        // Decided on the columns as they are when written (the store runs this again if they moved).
+        const updated = await store.update(orgId!, params.id as number, async (dataset) => {
+          let columns: DatasetColumn[] | undefined;
+          if (body.columns) {
+            columns = dataset.columns.map((c) => ({ ...c }));
+            body.columns.forEach((change, i) => {
+              const column = columns!.find((c) => c.name === change.name);
+              if (!column) throw problems.badRequest(`unknown column "${change.name}"`, [{ path: `body.columns.${i}.name`, message: 'not a column of the dataset' }]);
+              if (change.pii !== undefined) column.pii = change.pii;
+              if (change.description !== undefined) column.description = change.description;
+            });
+          }
+          // What the flags end as, whatever the order or repetition of the changes asked.
+          piiChanges = (columns ?? []).filter((c, i) => Boolean(c.pii) !== Boolean(dataset.columns[i].pii)).map((c) => ({ column: c.name, pii: Boolean(c.pii) }));
+          // Unflagging shows the values to everyone who reads the dataset: only someone who may read
+          // them decides that. Flagging only hides more (as creating a dataset with PII columns does).
+          const unflagged = piiChanges.filter((c) => !c.pii).map((c) => c.column);
+          if (unflagged.length && !seesPii(principal!)) {
+            for (const column of unflagged) await audit.record({ action: 'dataset.pii.unflag', outcome: 'failure', targetType: 'dataset', targetId: dataset.id, details: { column, reason: 'lacks datasets.pii.read' } });
+            throw problems.forbidden(`removing the PII flag of ${unflagged.map((c) => `"${c}"`).join(', ')} needs the capability "datasets.pii.read"`);
+          }
+          return { name: body.name, description: body.description, columns };
+        });
+        await audit.record({ action: 'dataset.update', targetType: 'dataset', targetId: updated.id, details: { changes: Object.keys(body) } });
+        for (const { column, pii } of piiChanges) await audit.record({ action: pii ? 'dataset.pii.flag' : 'dataset.pii.unflag', targetType: 'dataset', targetId: updated.id, details: { column } });
         return publicDataset(updated);
       },
     }),

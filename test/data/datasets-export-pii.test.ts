@@ -110,6 +110,23 @@ describe.each(DIALECTS)('dataset export and PII masking (%s)', (dialect) => {
     expect(rows.body.columns.find((c: { name: string }) => c.name === 'email').masked).toBe(false);
   });
 
+  it('never lets a description change undo a PII flag set at the same moment', async () => {
+    const project = await t.request('POST', '/api/projects', { body: { key: 'RACE', name: 'Race' } });
+    const created = await t.request('POST', '/api/datasets', { body: { name: 'race', project_id: project.body.id, columns: [{ name: 'note', type: 'string' }, { name: 'phone', type: 'string' }] } });
+    for (let round = 0; round < 5; round += 1) {
+      // An editor edits descriptions while an admin flags the phone column (and, next round, a holder unflags it).
+      const flag = round % 2 === 0;
+      const answers = await Promise.all([
+        ...Array.from({ length: 6 }, (_, i) => t.request('PATCH', `/api/datasets/${created.body.id}`, { token: editor, body: { columns: [{ name: 'note', description: `round ${round}, edit ${i}` }] } })),
+        t.request('PATCH', `/api/datasets/${created.body.id}`, { body: { columns: [{ name: 'phone', pii: flag }] } }),
+      ]);
+      expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200, 200]);
+      const { columns } = (await t.request('GET', `/api/datasets/${created.body.id}`)).body;
+      expect(columns.find((c: { name: string }) => c.name === 'phone').pii, `round ${round}`).toBe(flag);
+      expect(columns.find((c: { name: string }) => c.name === 'note').description).toMatch(new RegExp(`^round ${round}, edit \\d$`));
+    }
+  });
+
   it('lets only holders of datasets.pii.read remove a PII flag; every flag change is audited by column, never with values', async () => {
     const reader = await t.userToken('editor', 'pii-steward');
     const group = await t.request('POST', '/api/groups', { body: { name: 'pii stewards', capabilities: ['datasets.pii.read'] } });
