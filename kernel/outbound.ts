@@ -33,6 +33,14 @@ function privateRanges(): net.BlockList {
  * checked in the connection's own DNS lookup, so a name cannot resolve to a public address when
  * checked and to a private one when connected.
  */
+/** Names that do not exist (ENOTFOUND, ENODATA): the connector's configuration is wrong, a 422. A lookup that failed (EAI_AGAIN…): the peer's side, a 502. */
+const MISSING_NAME = new Set(['ENOTFOUND', 'ENODATA']);
+
+function lookupFailure(host: string, err: NodeJS.ErrnoException): Error {
+  if (MISSING_NAME.has(String(err.code))) return new OutboundRefusedError(`${host} does not resolve: no such host name`);
+  return new OutboundFailedError(`${host} could not be resolved: ${err.code ?? 'lookup failed'}`);
+}
+
 export class OutboundHttp {
   private readonly denied = privateRanges();
   private readonly allowedAddresses = new net.BlockList();
@@ -71,7 +79,7 @@ export class OutboundHttp {
     try {
       addresses = net.isIP(host) ? [host] : (await dns.promises.lookup(host, { all: true })).map((a) => a.address);
     } catch (err) {
-      throw new OutboundFailedError(`${host} could not be resolved: ${(err as NodeJS.ErrnoException).code ?? 'lookup failed'}`);
+      throw lookupFailure(host, err as NodeJS.ErrnoException);
     }
     const reason = addresses.map((address) => this.refusal(host, address)).find(Boolean);
     if (reason) throw new OutboundRefusedError(reason);
@@ -93,7 +101,7 @@ export class OutboundHttp {
     }
     const lookup: net.LookupFunction = (hostname, options, callback) => {
       dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
-        if (err) return callback(err, '', 0);
+        if (err) return callback(lookupFailure(hostname, err), '', 0);
         const list = addresses as dns.LookupAddress[];
         const reason = list.map((a) => this.refusal(hostname, a.address)).find(Boolean);
         if (reason) return callback(new OutboundRefusedError(reason), '', 0);
