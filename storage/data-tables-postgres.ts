@@ -19,6 +19,9 @@ const POSTGRES_TYPES: Record<DataColumnType, string> = {
 
 const schema = (orgId: number) => `org_${orgId}`;
 
+/** The advisory lock under which an organization's schema is created (governed SQL's role setup takes it too). */
+export const namespaceLockKey = (orgId: number) => `org-schema:${schema(orgId)}`;
+
 /** SQLSTATEs: a statement stopped by statement_timeout (or a cancel), a pattern `~` cannot compile. */
 const QUERY_CANCELED = '57014';
 const INVALID_REGULAR_EXPRESSION = '2201B';
@@ -81,6 +84,11 @@ export const createPostgresDataTables = (pool: pg.Pool, claims: PostgresTableCla
   maxParameters: 65_000,
   ref: (orgId, table) => sql.id(schema(orgId), table),
   async ensureNamespace(db, orgId) {
+    if ((await sql`select 1 from pg_namespace where nspname = ${schema(orgId)}`.execute(db)).rows.length) return;
+    // Two `create schema if not exists` of one name at once collide in the catalog (a unique
+    // violation, which read as a dataset name conflict): one transaction creates it at a time.
+    if (!db.isTransaction) return db.transaction().execute((trx) => this.ensureNamespace(trx, orgId));
+    await sql`select pg_advisory_xact_lock(hashtext(${namespaceLockKey(orgId)}))`.execute(db);
     await sql`create schema if not exists ${sql.id(schema(orgId))}`.execute(db);
   },
   async create(db, orgId, table, columns) {

@@ -3,6 +3,7 @@ import pg from 'pg';
 import { parse as parseConnectionString } from 'pg-connection-string';
 import type { DataColumnType } from './data-tables.ts';
 import { quoteIdentifier } from './data-tables.ts';
+import { namespaceLockKey } from './data-tables-postgres.ts';
 import { OrganizationSlots } from './organization-slots.ts';
 import { isPostgresConnectionLost, superviseConnections } from './postgres-connections.ts';
 import {
@@ -266,6 +267,7 @@ export class PostgresGovernedRunner {
               `governed SQL runs under a database role per organization, and the platform's database user may not create roles: grant it CREATEROLE, or have an administrator run what \`npm run migrate -- --governed-sql-roles\` prints (see the README's Security model)`,
             );
           }
+          await client.query('select pg_advisory_xact_lock(hashtext($1))', [namespaceLockKey(orgId)]);
           await client.query(`create schema if not exists ${organization}`);
           await client.query(`grant usage on schema ${organization} to ${quotedRole}`);
           await client.query(`grant select on all tables in schema ${organization} to ${quotedRole}`);

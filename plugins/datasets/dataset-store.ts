@@ -78,9 +78,15 @@ export class DatasetStore {
         return this.decode({ ...row, table_name: tableName });
       });
     } catch (err) {
-      if (this.storage.isUniqueViolation(err)) throw problems.conflict(`a dataset named "${input.name}" already exists in this organization`);
-      throw err;
+      throw await this.nameConflict(err, orgId, input.name);
     }
+  }
+
+  /** A unique violation is a name conflict only when the name is taken: any other stays the fault it is. */
+  private async nameConflict(err: unknown, orgId: number, name: string | undefined): Promise<unknown> {
+    if (!this.storage.isUniqueViolation(err) || name === undefined) return err;
+    const taken = await this.storage.db.selectFrom('datasets').select('id').where('org_id', '=', orgId).where('name', '=', name).executeTakeFirst();
+    return taken ? problems.conflict(`a dataset named "${name}" already exists in this organization`) : err;
   }
 
   async list(orgId: number, page: { limit: number; offset: number; search?: string; project_id?: number }): Promise<{ items: Dataset[]; total: number }> {
@@ -128,8 +134,7 @@ export class DatasetStore {
           .where('columns', '=', this.storage.encodeJson(this.storage.decodeJson(row.columns)))
           .executeTakeFirst();
       } catch (err) {
-        if (this.storage.isUniqueViolation(err)) throw problems.conflict(`a dataset named "${fields.name}" already exists in this organization`);
-        throw err;
+        throw await this.nameConflict(err, orgId, fields.name);
       }
       if (Number(written.numUpdatedRows) === 1) return this.get(orgId, id);
     }

@@ -226,6 +226,25 @@ describe.each(DIALECTS)('datasets (%s)', (dialect) => {
     });
   });
 
+  describe('at once', () => {
+    it('creates and loads six datasets at once in a new organization, every one of them', async () => {
+      for (let round = 0; round < 3; round += 1) {
+        // A new organization: its namespace (a schema on Postgres) does not exist yet.
+        const { token } = await t.outsider(`concurrent-${round}`);
+        const project = await t.request('POST', '/api/projects', { token, body: { key: `AT${round}`, name: 'At once' } });
+        const answers = await Promise.all(
+          Array.from({ length: 6 }, async (_, i) => {
+            const created = await t.request('POST', '/api/datasets', { token, body: { name: `together_${i}`, project_id: project.body.id } });
+            if (created.status !== 201) return `create ${i}: ${created.status} ${created.text}`;
+            const loaded = await h.upload(created.body.id, `k,v\n${i},x\n`, undefined, { token });
+            return loaded.status === 200 ? 'ok' : `load ${i}: ${loaded.status} ${loaded.text}`;
+          }),
+        );
+        expect(answers, `round ${round}`).toEqual(Array(6).fill('ok'));
+      }
+    });
+  });
+
   describe('CSV upload', () => {
     const INFER_CSV = [
       'i,n,b,d,ts,s,bits,empty,mixed',
