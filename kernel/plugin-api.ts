@@ -4,6 +4,7 @@
  * reference and gets them injected, and contributes routes and extension-point entries.
  */
 import type { Logger } from 'pino';
+import type { ZodType } from 'zod';
 import type { Settings } from './config.ts';
 import type { RouteDefinition } from './route.ts';
 import type { PluginManifest } from './registry/manifest.ts';
@@ -36,6 +37,8 @@ export interface PluginStatus {
   kind: string | null;
   state: 'loaded' | 'failed' | 'disabled';
   reason: string | null;
+  /** The stable `KRN_ERR_…` code of `reason`. */
+  reason_code: string | null;
   manifest_file: string;
   prefix: string | null;
   loaded_at: string | null;
@@ -90,11 +93,24 @@ export type ServiceRefs = Record<string, ServiceRef<any>>;
 /** A named, typed place other plugins contribute to (e.g. connector types, recipe types). */
 export interface ExtensionPoint<T> {
   readonly id: string;
+  /** Every contribution (from code or a manifest's `contributes`) must match it, else its plugin fails to load. */
+  readonly schema?: ZodType;
+  /**
+   * Names a contribution: a second one with the same key from another plugin is refused (its
+   * plugin fails to load, naming the key and both plugins) and the first keeps serving.
+   */
+  readonly key?: (value: T) => string;
   readonly __contribution?: (value: T) => T;
 }
 
+/** An extension point without checks: the owner accepts whatever is contributed. */
 export function extensionPoint<T>(id: string): ExtensionPoint<T> {
   return { id };
+}
+
+/** An extension point whose contributions the kernel checks (schema) and keeps unique (key) before its owner sees them. */
+export function defineExtensionPoint<T>(point: { id: string; schema?: ZodType; key?: (value: T) => string }): ExtensionPoint<T> {
+  return point;
 }
 
 /** A typed name of a service one plugin offers the plugins that depend on it. */

@@ -1,8 +1,12 @@
-import type { Contribution, Disposable } from '../plugin-api.ts';
+import type { Contribution, Disposable, ExtensionPoint } from '../plugin-api.ts';
+import { pluginErrors } from './plugin-errors.ts';
 
 interface ProvidedPoint {
   ownerId: string;
+  point: ExtensionPoint<unknown>;
   accept: (contribution: Contribution<unknown>) => Disposable | void;
+  /** Who contributes each key, and how many of its versions do (a reloading plugin's new version contributes before the old one withdraws). */
+  keys: Map<string, { pluginId: string; count: number }>;
 }
 
 interface ProvidedService {
@@ -38,13 +42,39 @@ export class OfferingTable {
     return this.points.get(pointId)?.ownerId;
   }
 
-  providePoint(pointId: string, ownerId: string, accept: ProvidedPoint['accept']) {
-    this.points.set(pointId, { ownerId, accept });
+  providePoint(point: ExtensionPoint<unknown>, ownerId: string, accept: ProvidedPoint['accept']) {
+    this.points.set(point.id, { ownerId, point, accept, keys: new Map() });
   }
 
-  /** Hands a contribution to the point's owner; returns the owner's undo, if any. */
+  /**
+   * Checks a contribution against its point (schema, unique key) and hands it to the point's owner;
+   * returns what withdraws it. A refused contribution throws, naming why.
+   */
   contribute(pointId: string, contribution: Contribution<unknown>): Disposable | void {
-    return this.points.get(pointId)?.accept(contribution);
+    const provided = this.points.get(pointId);
+    if (!provided) return;
+    const { point, keys } = provided;
+    if (point.schema) {
+      const checked = point.schema.safeParse(contribution.value);
+      if (!checked.success) {
+        const issue = checked.error.issues[0];
+        throw pluginErrors.contributionInvalid(contribution.pluginId, pointId, `${issue.path.join('.') || '(the value)'}: ${issue.message}`);
+      }
+    }
+    const key = point.key?.(contribution.value);
+    if (key === undefined) return provided.accept(contribution);
+    const holder = keys.get(key);
+    if (holder && holder.pluginId !== contribution.pluginId) throw pluginErrors.contributionDuplicate(contribution.pluginId, pointId, key, holder.pluginId);
+    const undo = provided.accept(contribution);
+    keys.set(key, { pluginId: contribution.pluginId, count: (holder?.count ?? 0) + 1 });
+    return async () => {
+      const current = keys.get(key);
+      if (current && current.pluginId === contribution.pluginId) {
+        if (current.count > 1) current.count -= 1;
+        else keys.delete(key);
+      }
+      await undo?.();
+    };
   }
 
   serviceOwner(serviceId: string): string | undefined {

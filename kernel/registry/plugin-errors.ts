@@ -29,6 +29,10 @@ export const pluginErrors = {
     new PluginLoadError('KRN_ERR_PLUGIN_CAPABILITY_CONFLICT', `capability "${name}" is defined by both plugin "${first}" and plugin "${second}"`),
   extensionPointConflict: (point: string, first: string, second: string) =>
     new PluginLoadError('KRN_ERR_PLUGIN_EXTENSION_POINT_CONFLICT', `extension point "${point}" is provided by both plugin "${first}" and plugin "${second}"`),
+  contributionInvalid: (id: string, point: string, reason: string) =>
+    new PluginLoadError('KRN_ERR_PLUGIN_CONTRIBUTION_INVALID', `plugin "${id}" contributes to extension point "${point}" something it does not accept: ${reason}`),
+  contributionDuplicate: (id: string, point: string, key: string, first: string) =>
+    new PluginLoadError('KRN_ERR_PLUGIN_CONTRIBUTION_DUPLICATE', `plugin "${id}" contributes "${key}" to extension point "${point}", which plugin "${first}" already contributes`),
   extensionPointMissing: (id: string, point: string) =>
     new PluginLoadError('KRN_ERR_PLUGIN_EXTENSION_POINT_MISSING', `plugin "${id}" contributes to extension point "${point}", which none of the plugins it depends on provides`),
   serviceConflict: (service: string, first: string, second: string) =>

@@ -74,7 +74,7 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
     provideExtensionPoint: (point, accept) => {
       const owner = offerings.pointOwner(point.id);
       if (owner && owner !== manifest.id) throw pluginErrors.extensionPointConflict(point.id, owner, manifest.id);
-      offerings.providePoint(point.id, manifest.id, accept as never);
+      offerings.providePoint(point as never, manifest.id, accept as never);
     },
     contribute: (point, value) => contribute(point.id, value),
     provideService: (ref, implementation) => {

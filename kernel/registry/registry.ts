@@ -197,7 +197,8 @@ export class PluginRegistry implements PluginRegistryService {
     const outcomes = new Map<string, { state: PluginStatus['state']; error: PluginLoadError | null; live: LoadedPlugin | null }>();
     const created: LoadedPlugin[] = [];
 
-    const { order, cycle } = topologicalOrder(affected, byId);
+    const folderOf = (id: string) => this.options.manifestDirs.findIndex((dir) => path.dirname(byId.get(id)!.file) === path.resolve(dir));
+    const { order, cycle } = topologicalOrder(affected, byId, folderOf);
     if (cycle.length) for (const id of cycle) outcomes.set(id, { state: 'failed', error: pluginErrors.dependencyCycle(cycle), live: null });
 
     for (const id of order) {
@@ -301,6 +302,7 @@ function statusOf(entry: Entry): PluginStatus {
     kind: manifest?.kind ?? null,
     state: entry.state,
     reason: entry.reason,
+    reason_code: entry.reasonCode,
     manifest_file: entry.file,
     prefix: manifest?.router?.prefix ?? null,
     loaded_at: entry.live?.loadedAt ?? null,

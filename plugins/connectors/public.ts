@@ -1,6 +1,6 @@
 /** The connectors plugin's public contract: how a connector-type plugin contributes its type. */
-import type { ZodObject, ZodType } from 'zod';
-import { extensionPoint, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
+import { z, type ZodObject, type ZodType } from 'zod';
+import { defineExtensionPoint, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
 
 /** What an action answers: the body for the caller, and the receiver's status when it failed. */
 export interface ActionResult {
@@ -36,4 +36,24 @@ export interface ConnectorType {
   test?(config: Record<string, unknown>): Promise<{ ok: boolean; message: string }>;
 }
 
-export const connectorTypes = extensionPoint<ConnectorType>('connectors.types');
+/** A zod schema, by what it does (a plugin may hold its own copy of zod). */
+const zodSchema = z.custom<ZodType>((value) => typeof (value as { safeParse?: unknown })?.safeParse === 'function', 'must be a zod schema');
+const fn = z.custom<(...args: never[]) => unknown>((value) => typeof value === 'function', 'must be a function');
+
+/**
+ * The connector types: one per `type` (a second plugin contributing a type of the same name fails
+ * to load, and the first keeps serving), each checked against this shape when contributed.
+ */
+export const connectorTypes = defineExtensionPoint<ConnectorType>({
+  id: 'connectors.types',
+  key: (type) => type.type,
+  schema: z.object({
+    type: z.string().regex(/^[a-z][a-z0-9_]{0,62}$/, 'must be lower-case letters, digits and underscores'),
+    description: z.string(),
+    config: zodSchema,
+    secretFields: z.array(z.string()),
+    targetFields: z.array(z.string()),
+    actions: z.record(z.string(), z.object({ description: z.string(), args: zodSchema, run: fn })),
+    test: fn.optional(),
+  }),
+});

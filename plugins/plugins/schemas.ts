@@ -7,6 +7,7 @@ export const pluginStatusSchema = z
     kind: z.string().nullable(),
     state: z.enum(['loaded', 'failed', 'disabled']),
     reason: z.string().nullable().describe('Why the plugin failed to load'),
+    reason_code: z.string().nullable().describe('The stable code of `reason` (`KRN_ERR_…`)'),
     manifest_file: z.string(),
     prefix: z.string().nullable(),
     loaded_at: z.string().nullable(),

@@ -1,7 +1,8 @@
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { DIALECTS, startTestKernel, type TestKernel, type TestResponse } from '../harness/index.ts';
+import { DIALECTS, REPO_ROOT, startTestKernel, tempDir, writeManifest, type TestKernel, type TestResponse } from '../harness/index.ts';
 
 interface Received {
   method: string;
@@ -424,5 +425,51 @@ describe.each(DIALECTS)('connectors (%s)', (dialect) => {
       expect((await t.request(method, path, { token, body })).status, `${method} ${path}`).toBe(404);
       expect((await t.request(method, path, { token, body, headers: { 'x-org-id': '1' } })).status, `${method} ${path}`).toBe(403);
     }
+  });
+});
+
+/** Connector types are a checked extension point: one per name, each of the shape the connectors plugin expects. */
+describe.each(DIALECTS)('connector types contributed by other plugins (%s)', (dialect) => {
+  let t: TestKernel;
+  let extra: { dir: string; remove(): void };
+
+  beforeAll(async () => {
+    extra = tempDir('dp-connector-types-');
+    const typePlugin = (id: string, description: string, more: Record<string, unknown> = {}) =>
+      writeManifest(extra.dir, { id, kind: 'connector', description, depends_on: ['connectors'], ...more }, 'connector-type');
+    typePlugin('echo-connector', 'echo');
+    // A second plugin bringing a type of a name already taken: it must not replace the first.
+    typePlugin('impostor-webhook', 'workflow_webhook');
+    // A manifest contribution without the shape of a connector type (no description, no actions…).
+    typePlugin('malformed-connector', 'fine_name', { contributes: { 'connectors.types': [{ type: 'half_a_type' }] } });
+    t = await startTestKernel({ dialect, manifestDirs: [path.join(REPO_ROOT, 'manifests'), extra.dir] });
+  });
+  afterAll(async () => {
+    await t?.stop();
+    extra?.remove();
+  });
+
+  it('loads a new type, refuses a second type of a taken name and a malformed one, and the first keeps serving', async () => {
+    const plugin = async (id: string) => (await t.request('GET', '/api/plugins')).body.find((p: { id: string }) => p.id === id);
+    expect(await plugin('echo-connector')).toMatchObject({ state: 'loaded' });
+    expect(await plugin('impostor-webhook')).toMatchObject({
+      state: 'failed',
+      reason_code: 'KRN_ERR_PLUGIN_CONTRIBUTION_DUPLICATE',
+      reason: 'plugin "impostor-webhook" contributes "workflow_webhook" to extension point "connectors.types", which plugin "workflow_webhook" already contributes',
+    });
+    const malformed = await plugin('malformed-connector');
+    expect(malformed).toMatchObject({ state: 'failed', reason_code: 'KRN_ERR_PLUGIN_CONTRIBUTION_INVALID' });
+    expect(malformed.reason).toMatch(/"malformed-connector" contributes to extension point "connectors\.types" something it does not accept: description/);
+
+    const types = await t.request('GET', '/api/connectors/types');
+    expect(types.status, types.text).toBe(200);
+    const byName = Object.fromEntries(types.body.map((type: { type: string; plugin_id?: string; description: string }) => [type.type, type]));
+    expect(Object.keys(byName).sort()).toEqual(['echo', 'messaging_provider', 'postgresql', 'workflow_webhook']);
+    expect(byName.workflow_webhook.description).not.toBe('Echoes its arguments');
+    // The failed plugin's code contribution was withdrawn with it.
+    expect(byName.fine_name).toBeUndefined();
+    const echo = await t.request('POST', '/api/connectors', { body: { name: 'echoer', type: 'echo', config: {} } });
+    expect(echo.status, echo.text).toBe(201);
+    expect((await t.request('POST', `/api/connectors/${echo.body.id}/actions/echo`, { body: { hello: 'world' } })).body).toEqual({ result: { hello: 'world' } });
   });
 });
