@@ -1,8 +1,7 @@
 import { OpenAPIRegistry, OpenApiGeneratorV31, type RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z, type ZodType } from 'zod';
 import type { MountedRoute } from './registry/generation.ts';
-
-export const RELEASE = '0.1.8';
+import { RELEASE } from './release.ts';
 
 const problemSchema = z
   .object({

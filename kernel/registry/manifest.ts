@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { validRange } from 'semver';
 import { z } from 'zod';
 
 export const ROLES = ['admin', 'editor', 'viewer', 'management', 'cs_staff'] as const;
@@ -54,6 +55,11 @@ export const manifestSchema = z
     capabilities: z.array(capability).default([]),
     depends_on: z.array(pluginId).default([]),
     recipe_types: z.array(recipeType).default([]),
+    /** The kernel versions the plugin supports, as a semver range (e.g. `^0.1.0`); any when absent. */
+    kernel: z
+      .string()
+      .refine((range) => validRange(range) !== null, 'must be a semver range such as ^0.1.0')
+      .optional(),
     /** Declarative contributions: extension point id → entries handed to the point's owner. */
     contributes: z.record(z.string(), z.array(z.unknown())).default({}),
   })

@@ -33,6 +33,8 @@ export const pluginErrors = {
     new PluginLoadError('KRN_ERR_PLUGIN_CONTRIBUTION_INVALID', `plugin "${id}" contributes to extension point "${point}" something it does not accept: ${reason}`),
   contributionDuplicate: (id: string, point: string, key: string, first: string) =>
     new PluginLoadError('KRN_ERR_PLUGIN_CONTRIBUTION_DUPLICATE', `plugin "${id}" contributes "${key}" to extension point "${point}", which plugin "${first}" already contributes`),
+  kernelVersion: (id: string, range: string, version: string) =>
+    new PluginLoadError('KRN_ERR_PLUGIN_KERNEL_VERSION', `plugin "${id}" supports kernel versions ${range}; this kernel is ${version}`),
   extensionPointMissing: (id: string, point: string) =>
     new PluginLoadError('KRN_ERR_PLUGIN_EXTENSION_POINT_MISSING', `plugin "${id}" contributes to extension point "${point}", which none of the plugins it depends on provides`),
   serviceConflict: (service: string, first: string, second: string) =>

@@ -7,6 +7,8 @@ import type { OfferingTable } from './offerings.ts';
 import { LoadedPlugin, type RecipeType } from './loaded-plugin.ts';
 import type { PluginManifest } from './manifest.ts';
 import { PluginLoadError, pluginErrors } from './plugin-errors.ts';
+import { satisfies } from 'semver';
+import { RELEASE as KERNEL_VERSION } from '../release.ts';
 
 export interface LoaderEnvironment {
   logger: Logger;
@@ -29,6 +31,8 @@ export interface LoadRequest {
 /** Imports the module a manifest names, applies its migrations, runs its init and collects what it contributes. */
 export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): Promise<LoadedPlugin> {
   const { manifest, file, offerings, dependencies, generation } = request;
+  // Refused before any of the plugin's code runs.
+  if (manifest.kernel && !satisfies(KERNEL_VERSION, manifest.kernel, { includePrerelease: true })) throw pluginErrors.kernelVersion(manifest.id, manifest.kernel, KERNEL_VERSION);
   const entryFile = path.resolve(path.dirname(file), manifest.entry);
   const dir = path.dirname(entryFile);
   const importFresh = async (modulePath: string) => import(`${pathToFileURL(modulePath).href}?generation=${generation}`);

@@ -47,6 +47,10 @@ describe.each(DIALECTS)('plugin loading (%s)', (dialect) => {
       files.notAPlugin = writeManifest(dir, { id: 'not-a-plugin', kind: 'extension' }, 'not-a-plugin');
       files.failingInit = writeManifest(dir, { id: 'failing-init', kind: 'extension' }, 'failing-init');
       files.slowInit = writeManifest(dir, { id: 'slow-init', kind: 'extension' }, 'slow-init');
+      // Supported kernel versions: a range this kernel is outside of (its init would throw, were it run), one it meets, one that is no range.
+      writeManifest(dir, { id: 'future-kernel', kind: 'extension', kernel: '>=1.0.0' }, 'failing-init');
+      writeManifest(dir, { id: 'current-kernel', kernel: '^0.1.0', router: { prefix: '/api/current-kernel', tag: 'probe' } }, 'probe');
+      writeManifest(dir, { id: 'bad-range', kind: 'extension', kernel: 'banana' }, 'recipes');
       t = await startTestKernel({ dialect, manifestDirs: withRepoManifests(dir), env: { PLUGIN_INIT_TIMEOUT_MS: '300' } });
     });
     afterAll(async () => {
@@ -113,6 +117,18 @@ describe.each(DIALECTS)('plugin loading (%s)', (dialect) => {
       expect(s.reason).toBe('plugin "slow-init" did not finish initialising within 300 ms');
     });
 
+    it('refuses a plugin for a kernel version outside its manifest\u2019s range before any of its code runs', async () => {
+      expect(await statusOf(t, 'future-kernel')).toMatchObject({
+        state: 'failed',
+        reason_code: 'KRN_ERR_PLUGIN_KERNEL_VERSION',
+        reason: 'plugin "future-kernel" supports kernel versions >=1.0.0; this kernel is 0.1.8',
+      });
+      expect(await statusOf(t, 'current-kernel')).toMatchObject({ state: 'loaded' });
+      const badRange = await statusOf(t, 'bad-range');
+      expect(badRange.state).toBe('failed');
+      expect(badRange.reason).toMatch(/kernel.*must be a semver range/);
+    });
+
     it('lists every plugin with its state and keeps serving the good ones', async () => {
       const all = await statuses(t);
       expect(all.find((s) => s.id === 'plugins')?.state).toBe('loaded');
@@ -130,6 +146,9 @@ describe.each(DIALECTS)('plugin loading (%s)', (dialect) => {
         'not-a-plugin': 'failed',
         'failing-init': 'failed',
         'slow-init': 'failed',
+        'future-kernel': 'failed',
+        'current-kernel': 'loaded',
+        'bad-range': 'failed',
       });
       for (const s of list) {
         if (s.state === 'failed') expect(s.reason, s.id).toBeTruthy();
