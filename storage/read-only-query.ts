@@ -1,4 +1,4 @@
-import { quoteIdentifier } from './data-tables.ts';
+import { quoteIdentifier, sqlLiteral } from './data-tables.ts';
 
 /** One dataset a governed statement reads, as the caller may see it. */
 export interface GovernedDataset {
@@ -74,7 +74,7 @@ export function typeFromValues(values: unknown[]): string {
 export function datasetQueries(query: ReadOnlyQuery, tableRef: (table: string) => string): string {
   if (!query.datasets.length) return '';
   const queries = query.datasets.map((dataset) => {
-    const columns = dataset.columns.map((c) => (c.masked ? `cast(${sqlText(query.mask)} as text) as ${quoteIdentifier(c.name)}` : quoteIdentifier(c.name)));
+    const columns = dataset.columns.map((c) => (c.masked ? `cast(${sqlLiteral(query.mask, ['true', 'false'])} as text) as ${quoteIdentifier(c.name)}` : quoteIdentifier(c.name)));
     const where = [columns.length ? null : '1 = 0', dataset.rowFilter].filter(Boolean);
     const materialized = dataset.rowFilter ? 'materialized ' : '';
     return `${quoteIdentifier(dataset.name)} as ${materialized}(select ${columns.length ? columns.join(', ') : 'null as no_columns'} from ${tableRef(dataset.table)}${where.length ? ` where ${where.join(' and ')}` : ''})`;
@@ -88,5 +88,3 @@ export function datasetQueries(query: ReadOnlyQuery, tableRef: (table: string) =
  * (SQLite reads an unclosed comment to the end of the text, which would swallow the rest).
  */
 export const asSubquery = (statement: string) => `(\n${statement}\n/**/) as governed_query`;
-
-const sqlText = (text: string) => `'${text.replace(/'/g, "''")}'`;

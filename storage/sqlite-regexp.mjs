@@ -1,5 +1,5 @@
-// Plain JavaScript so both the SQLite adapter and its query worker thread (sqlite-query-worker.mjs,
-// which runs without the TypeScript loader) can register the same function.
+// Plain JavaScript so both the SQLite adapter and its governed-SQL query processes
+// (sqlite-governed-process.mjs, which run without the TypeScript loader) can register the same function.
 import { RE2JS } from 're2js';
 
 const MAX_COMPILED = 100;
