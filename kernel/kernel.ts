@@ -26,6 +26,7 @@ import { createLogger } from './logger.ts';
 import { kernelMigrations } from './migrations/index.ts';
 import { buildOpenApiDocument } from './openapi.ts';
 import { kernelServices, type CapabilityCatalog, type ServiceRef } from './plugin-api.ts';
+import { PluginEnablement } from './registry/enablement.ts';
 import { PluginRegistry } from './registry/registry.ts';
 import { resolveSecrets, type KernelSecrets } from './secrets.ts';
 import type Koa from 'koa';
@@ -84,6 +85,7 @@ export class Kernel {
     const rateLimitStore = new MemoryRateLimitStore();
     const vault = new Vault(this.secrets.vaultKey);
     const outbound = new OutboundHttp(settings.OUTBOUND_ALLOWED_HOSTS, settings.OUTBOUND_TIMEOUT_MS);
+    const enablement = new PluginEnablement(this.storage, (id) => this.registry.manifestOf(id));
 
     const services: Record<string, (pluginId: string) => unknown> = {
       [kernelServices.config.id]: () => Object.freeze({ ...settings }),
@@ -101,6 +103,7 @@ export class Kernel {
       [kernelServices.capabilities.id]: () => capabilities,
       [kernelServices.vault.id]: () => vault,
       [kernelServices.outbound.id]: () => outbound,
+      [kernelServices.pluginEnablement.id]: () => enablement,
     };
     const authorizer = new Authorizer({
       authenticator: new Authenticator(identity, this.jwt, tokens),
@@ -114,6 +117,7 @@ export class Kernel {
     const compile = createRouteCompiler({
       authorizer,
       audit: this.audit,
+      enablement,
       bodyLimit: settings.BODY_LIMIT,
       validateResponses: settings.VALIDATE_RESPONSES,
     });

@@ -78,6 +78,8 @@ export const kernelServices = {
   outbound: serviceRef<OutboundHttp>('kernel.outbound'),
   /** Capability names every loaded plugin defines, with their role baselines. */
   capabilities: serviceRef<CapabilityCatalog>('kernel.capabilities'),
+  /** Which plugins serve which organization: extension-point owners offer a contribution only where its plugin is enabled. */
+  pluginEnablement: serviceRef<PluginEnablementService>('kernel.plugin_enablement'),
 };
 
 export interface CapabilityCatalog {
@@ -85,6 +87,30 @@ export interface CapabilityCatalog {
   has(name: string): boolean;
   /** A platform-wide capability: granted by a role baseline only, never through a group. */
   isPlatformWide(name: string): boolean;
+}
+
+/** One organization's switch for one plugin. */
+export interface OrganizationPluginSetting {
+  plugin_id: string;
+  org_id: number;
+  /** Whether the plugin serves the organization (its org-scoped routes answer, its contributions are offered). */
+  enabled: boolean;
+  /** The manifest's `default_enabled`: what holds while the organization has not chosen. */
+  default_enabled: boolean;
+  /** A required plugin serves every organization. */
+  required: boolean;
+  /** When the organization last chose; null while the default holds. */
+  updated_at: string | null;
+}
+
+/** Per-organization enablement of plugins; a change holds on every instance from its next request. */
+export interface PluginEnablementService {
+  /** Whether the plugin serves the organization. Awaitable; a value at once when already known. */
+  isEnabled(pluginId: string, orgId: number): boolean | Promise<boolean>;
+  /** The organization's switch for the plugin; 404 for an unknown plugin. */
+  setting(pluginId: string, orgId: number): Promise<OrganizationPluginSetting>;
+  /** Turns the plugin on or off for the organization; 404 for an unknown plugin, 409 to disable a required one. */
+  set(pluginId: string, orgId: number, enabled: boolean, byUserId: number | null): Promise<OrganizationPluginSetting>;
 }
 
 export type ServiceType<R> = R extends ServiceRef<infer T> ? T : never;

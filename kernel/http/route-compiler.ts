@@ -3,15 +3,19 @@ import { HttpMethodEnum, koaBody } from 'koa-body';
 import type { ZodType } from 'zod';
 import type { AuditService } from '../audit/audit-service.ts';
 import type { Authorizer } from '../auth/authorizer.ts';
+import type { PluginEnablement } from '../registry/enablement.ts';
 import { andThen, type Maybe } from '../maybe.ts';
 import { fieldErrorsOf, HttpProblem, problems, type FieldError } from '../problem.ts';
 import type { MountedRoute, RouteCompiler } from '../registry/generation.ts';
+import { notServed } from '../registry/route-table.ts';
 import { isReply, JsonText, type RouteDefinition } from '../route.ts';
 import type { RequestState } from './state.ts';
 
 export interface RouteCompilerDeps {
   authorizer: Authorizer;
   audit: AuditService;
+  /** Which plugins serve which organization: an org-scoped route of a plugin disabled there is not found. */
+  enablement: Pick<PluginEnablement, 'isEnabled'>;
   bodyLimit: string;
   /** Check every answer against its declared schema (development and test): drift is a 500. */
   validateResponses: boolean;
@@ -76,7 +80,12 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
       return andThen(deps.authorizer.authorize(route, ctx.req.headers, state), ({ principal, orgId }) => {
         state.principal = principal;
         state.orgId = orgId ?? undefined;
-        return receive(ctx, state);
+        if (!route.orgScoped || orgId === null) return receive(ctx, state);
+        return andThen(deps.enablement.isEnabled(plugin.id, orgId), (enabled) => {
+          // Answered as a path nobody serves, before the handler: nothing tells whether the resource exists.
+          if (!enabled) throw notServed(ctx);
+          return receive(ctx, state);
+        });
       });
     };
     // Counted in flight by the plugin version that serves it, until its answer is settled.

@@ -3,6 +3,9 @@ import type { Migration, TrackedTable } from '../../storage/index.ts';
 /** The counter the identity snapshot is checked against (kernel/identity/identity-snapshot.ts). */
 export const IDENTITY_COUNTER = 'identity';
 
+/** The counter the per-organization plugin switches are checked against (kernel/registry/enablement.ts). */
+export const PLUGIN_ENABLEMENT_COUNTER = 'plugin_enablement';
+
 /** Every table the request path reads identity from; a token's `last_used_at` stamp is not a change. */
 const IDENTITY_TABLES: TrackedTable[] = [
   { table: 'users' },
@@ -147,6 +150,25 @@ export const kernelMigrations: Record<string, Migration> = {
     },
     async down({ db }) {
       await db.schema.alterTable('users').dropColumn('sessions_valid_after').execute();
+    },
+  },
+  // Per-organization plugin switches: a row is an organization's choice; without one the manifest's default_enabled holds.
+  '2026-11-25T0300_plugin_organizations': {
+    async up({ db, storage }) {
+      await db.schema
+        .createTable('plugin_organizations')
+        .addColumn('plugin_id', 'text', (c) => c.notNull())
+        .addColumn('org_id', 'integer', (c) => c.notNull().references('organizations.id').onDelete('cascade'))
+        .addColumn('enabled', storage.types.boolean, (c) => c.notNull())
+        .addColumn('updated_at', storage.types.timestamp, (c) => c.notNull())
+        .addColumn('updated_by', 'integer', (c) => c.references('users.id').onDelete('set null'))
+        .addPrimaryKeyConstraint('plugin_organizations_pk', ['plugin_id', 'org_id'])
+        .execute();
+      await storage.trackChanges(db, PLUGIN_ENABLEMENT_COUNTER, [{ table: 'plugin_organizations' }]);
+    },
+    async down({ db, storage }) {
+      await storage.untrackChanges(db, PLUGIN_ENABLEMENT_COUNTER, [{ table: 'plugin_organizations' }]);
+      await db.schema.dropTable('plugin_organizations').execute();
     },
   },
 };

@@ -45,6 +45,11 @@ export const manifestSchema = z
     required: z.boolean().default(false),
     /** A disabled plugin is listed but not loaded. */
     enabled: z.boolean().default(true),
+    /**
+     * Whether the plugin serves an organization that has not chosen (PUT /api/plugins/{id}/organizations/{org_id}):
+     * false keeps it off until an organization turns it on.
+     */
+    default_enabled: z.boolean().default(true),
     router: z
       .object({
         prefix: z.string().regex(/^\/api(\/[a-z0-9-]+)+$/, 'must be a path under /api such as /api/projects'),
@@ -67,6 +72,9 @@ export const manifestSchema = z
   .superRefine((manifest, ctx) => {
     if (manifest.kind === 'router' && !manifest.router) {
       ctx.addIssue({ code: 'custom', path: ['router'], message: 'a router plugin must declare router.prefix and router.tag' });
+    }
+    if (manifest.required && !manifest.default_enabled) {
+      ctx.addIssue({ code: 'custom', path: ['default_enabled'], message: 'a required plugin serves every organization: it cannot be off by default' });
     }
     if (manifest.depends_on.includes(manifest.id)) {
       ctx.addIssue({ code: 'custom', path: ['depends_on'], message: 'a plugin cannot depend on itself' });

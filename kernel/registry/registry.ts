@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { PluginRegistryService, PluginStatus } from '../plugin-api.ts';
-import { problems } from '../problem.ts';
+import { HttpProblem, problems } from '../problem.ts';
 import { OfferingTable } from './offerings.ts';
 import { Generation, findConflict, type RouteCompiler } from './generation.ts';
 import type { LoadedPlugin, RecipeType } from './loaded-plugin.ts';
@@ -83,6 +83,14 @@ export class PluginRegistry implements PluginRegistryService {
     return this.list().find((s) => s.id === id);
   }
 
+  /** The manifest of the plugin with this id: the live version's, else as read (failed or disabled); undefined when none declares it. */
+  manifestOf(id: string): PluginManifest | undefined {
+    const live = this.current.plugins.get(id);
+    if (live) return live.manifest;
+    for (const entry of this.entries.values()) if (entry.read.ok && entry.read.manifest.id === id) return entry.read.manifest;
+    return undefined;
+  }
+
   /** Recipe types of every loaded plugin, handlers resolved (spec §2.7). */
   loadedRecipeTypes(): RecipeType[] {
     return [...this.current.plugins.values()].flatMap((p) => p.recipeTypes);
@@ -97,8 +105,9 @@ export class PluginRegistry implements PluginRegistryService {
     if (!entry) throw problems.notFound(`no plugin with id "${id}"`);
     const failure = await this.serialize(() => this.reconcile([entry.file], false, true));
     const status = this.get(id) ?? statusOf(entry);
-    const reason = failure ?? (status.state === 'failed' ? status.reason : null);
-    if (reason) throw problems.unprocessable(`reload of plugin "${id}" failed: ${reason}`);
+    const reason = failure?.message ?? (status.state === 'failed' ? status.reason : null);
+    const code = failure?.code ?? status.reason_code ?? undefined;
+    if (reason) throw new HttpProblem(422, `reload of plugin "${id}" failed: ${reason}`, { code });
     return status;
   }
 
@@ -138,9 +147,9 @@ export class PluginRegistry implements PluginRegistryService {
 
   /**
    * Applies changed manifest files (`force`: even when their text is unchanged, as an explicit
-   * reload asks). Returns the reason a reload was abandoned (old versions kept), or null.
+   * reload asks). Returns why a reload was abandoned (old versions kept), or null.
    */
-  private async reconcile(changedFiles: string[], startup: boolean, force = false): Promise<string | null> {
+  private async reconcile(changedFiles: string[], startup: boolean, force = false): Promise<PluginLoadError | null> {
     const { logger } = this.options;
     const reads = new Map<string, ManifestRead | null>();
     for (const file of changedFiles) {
@@ -158,7 +167,7 @@ export class PluginRegistry implements PluginRegistryService {
       if (live && read && !read.ok) {
         this.entries.get(file)!.lastReloadError = read.error;
         logger.error({ plugin: live.id, reason: read.error }, 'manifest change rejected; previous version keeps serving');
-        return read.error;
+        return pluginErrors.manifest(read.error);
       }
     }
 
@@ -233,7 +242,7 @@ export class PluginRegistry implements PluginRegistryService {
             if (entry) entry.lastReloadError = error.message;
           }
           logger.error({ plugin: id, code: error.code, reason: error.message }, 'reload failed; previous versions keep serving');
-          return error.message;
+          return error;
         }
         outcomes.set(id, { state: 'failed', error, live: null });
         logger.error({ plugin: id, code: error.code, reason: error.message }, 'plugin skipped');

@@ -65,10 +65,15 @@ export class RouteTable {
 
   private async refuse(ctx: Context): Promise<never> {
     const match = this.all.match(ctx.path, ctx.method);
-    if (match.path.length === 0) throw problems.notFound(`no route ${ctx.method} ${ctx.path}`);
+    if (match.path.length === 0) throw notServed(ctx);
     const allowed = [...new Set(match.path.flatMap((layer) => layer.methods))].join(', ');
     throw new HttpProblem(405, `${ctx.method} is not allowed on ${ctx.path}`, { headers: { Allow: allowed } });
   }
+}
+
+/** The answer to a path nobody serves (also to an org-scoped route of a plugin disabled for the organization). */
+export function notServed(ctx: Context): HttpProblem {
+  return problems.notFound(`no route ${ctx.method} ${ctx.path}`);
 }
 
 // A served route answers; it never hands the request on.

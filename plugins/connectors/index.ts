@@ -52,9 +52,9 @@ const typeSchema = z
 
 /** The `connectors` router: connectors of the organization, and the connector types plugins contribute. */
 export default definePlugin({
-  deps: { storage: kernelServices.storage, vault: kernelServices.vault },
+  deps: { storage: kernelServices.storage, vault: kernelServices.vault, enablement: kernelServices.pluginEnablement },
   migrations: connectorMigrations,
-  init: ({ storage, vault }, ctx) => {
+  init: ({ storage, vault, enablement }, ctx) => {
     const types = new Map<string, { value: ConnectorType; pluginId: string }>();
     ctx.provideExtensionPoint(connectorTypes, ({ value, pluginId }) => {
       const entry = { value, pluginId };
@@ -65,9 +65,19 @@ export default definePlugin({
     });
     const store = new ConnectorStore(storage, vault);
     const answer = (row: ConnectorRow) => ({ id: row.id, org_id: row.org_id, name: row.name, type: row.type, config: store.mask(row.config), created_at: row.created_at, updated_at: row.updated_at });
-    const typeOf = (row: ConnectorRow) => {
-      const type = types.get(row.type)?.value;
-      if (!type) throw problems.conflict(`connector type "${row.type}" is not loaded on this server`);
+    /** The types offered in the organization: a type whose plugin is disabled there is as if it were not loaded. */
+    const offeredIn = async (orgId: number) => {
+      const all = [...types.values()];
+      const enabled = await Promise.all(all.map(({ pluginId }) => enablement.isEnabled(pluginId, orgId)));
+      return all.filter((_, i) => enabled[i]);
+    };
+    const offeredType = async (orgId: number, name: string) => {
+      const entry = types.get(name);
+      return entry && (await enablement.isEnabled(entry.pluginId, orgId)) ? entry.value : undefined;
+    };
+    const typeOf = async (row: ConnectorRow) => {
+      const type = await offeredType(row.org_id, row.type);
+      if (!type) throw problems.conflict(`connector type "${row.type}" is not offered here: its plugin is not loaded on this server or is disabled for this organization`);
       return type;
     };
     /**
@@ -96,8 +106,8 @@ export default definePlugin({
           summary: 'Connector types of the loaded connector plugins, with their config and action schemas',
           capability: 'connectors.read',
           responses: { 200: { description: 'Types', schema: z.array(typeSchema) } },
-          handler: () =>
-            [...types.values()]
+          handler: async ({ orgId }) =>
+            (await offeredIn(orgId!))
               .map(({ value, pluginId }) => ({
                 type: value.type,
                 description: value.description,
@@ -118,7 +128,7 @@ export default definePlugin({
           request: { body: z.object({ name: z.string().trim().min(1).max(200), type: z.string().min(1), config: z.record(z.string(), z.unknown()) }) },
           responses: { 201: { description: 'The connector', schema: connectorSchema } },
           handler: async ({ body, orgId, principal, audit }) => {
-            const type = types.get(body.type)?.value;
+            const type = await offeredType(orgId!, body.type);
             if (!type) throw problems.badRequest(`unknown connector type "${body.type}" (GET /api/connectors/types lists them)`, [{ path: 'body.type', message: 'unknown type' }]);
             const row = await store.create(orgId!, { name: body.name, type: body.type, config: validConfig(type, body.config) }, principal!.userId);
             await audit.record({ action: 'connector.create', targetType: 'connector', targetId: row.id, details: { name: row.name, type: row.type, config: store.mask(row.config) } });
@@ -159,7 +169,7 @@ export default definePlugin({
           responses: { 200: { description: 'The connector', schema: connectorSchema } },
           handler: async ({ params, body, orgId, audit }) => {
             const row = await store.get(orgId!, params.id as number);
-            const config = body.config ? validConfig(typeOf(row), body.config, row.config) : undefined;
+            const config = body.config ? validConfig(await typeOf(row), body.config, row.config) : undefined;
             const updated = await store.update(orgId!, row.id, { name: body.name, config });
             await audit.record({ action: 'connector.update', targetType: 'connector', targetId: row.id, details: { changes: Object.keys(body), config: store.mask(updated.config) } });
             return answer(updated);
@@ -189,7 +199,7 @@ export default definePlugin({
           responses: { 200: { description: 'The outcome', schema: z.object({ ok: z.boolean(), message: z.string() }) } },
           handler: async ({ params, orgId }) => {
             const row = await store.get(orgId!, params.id as number);
-            const type = typeOf(row);
+            const type = await typeOf(row);
             if (!type.test) return { ok: true, message: `${type.type} has nothing to test` };
             try {
               return await type.test(store.open(row.config));
@@ -209,7 +219,7 @@ export default definePlugin({
           responses: { 200: { description: 'What the peer answered', schema: z.object({ result: z.unknown() }) } },
           handler: async ({ params, body, orgId, principal, audit }) => {
             const row = await store.get(orgId!, params.id);
-            const type = typeOf(row);
+            const type = await typeOf(row);
             // Own actions only: `__proto__`, `constructor` or `toString` name no action of the type.
             const action = Object.hasOwn(type.actions, params.action) ? type.actions[params.action] : undefined;
             if (!action) throw problems.notFound(`connector type ${type.type} has no action "${params.action}" (it has: ${Object.keys(type.actions).join(', ')})`);

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { defineRoute, problems, type PluginRegistryService } from '../../kernel/plugin-api.ts';
+import { defineRoute, problems, type PluginEnablementService, type PluginRegistryService } from '../../kernel/plugin-api.ts';
 import { pluginIdParams, pluginStatusSchema, recipeTypeSchema } from './schemas.ts';
 
-export function pluginRoutes(registry: PluginRegistryService) {
+export function pluginRoutes(registry: PluginRegistryService, enablement: PluginEnablementService) {
   return [
     defineRoute({
       method: 'get',
@@ -17,10 +17,16 @@ export function pluginRoutes(registry: PluginRegistryService) {
       method: 'get',
       path: '/recipe-types',
       summary: 'Recipe types contributed by loaded plugins, with their parameter schemas',
+      description: 'In the current organization (X-Org-Id, else your default one), only those of plugins enabled there.',
       security: 'bearer',
       capability: 'plugins.read',
       responses: { 200: { description: 'Recipe types', schema: z.array(recipeTypeSchema) } },
-      handler: () => registry.recipeTypes(),
+      handler: async ({ orgId }) => {
+        const all = registry.recipeTypes();
+        if (orgId === null) return all;
+        const offered = await Promise.all(all.map((type) => enablement.isEnabled(type.plugin_id, orgId)));
+        return all.filter((_, i) => offered[i]);
+      },
     }),
     defineRoute({
       method: 'get',

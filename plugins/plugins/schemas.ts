@@ -25,3 +25,14 @@ export const recipeTypeSchema = z
   .meta({ id: 'RecipeType' });
 
 export const pluginIdParams = z.object({ id: z.string().min(1).describe('Plugin id') });
+
+export const organizationSettingSchema = z
+  .object({
+    plugin_id: z.string(),
+    org_id: z.number().int(),
+    enabled: z.boolean().describe('Whether the plugin serves the organization: its org-scoped routes answer and its contributions are offered there'),
+    default_enabled: z.boolean().describe('The manifest\u2019s default_enabled: what holds while the organization has not chosen'),
+    required: z.boolean().describe('A required plugin serves every organization and cannot be disabled'),
+    updated_at: z.string().nullable().describe('When the organization last chose; null while the default holds'),
+  })
+  .meta({ id: 'PluginOrganizationSetting' });

@@ -125,6 +125,10 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     expect(run.body).toMatchObject({ status: 'failed', failing_rows: 3 });
     expect(JSON.stringify(run.body.sample)).toContain(markers.row);
 
+    // A's own choice for a plugin: B turning it off for A would show in A's snapshot.
+    const chosen = await t.request('PUT', `/api/plugins/${PLUGIN_OF_A}/organizations/${orgA}`, { ...asA, body: { enabled: true } });
+    expect(chosen.status, chosen.text).toBe(200);
+
     // A cached profile of A's dataset, whose top values are A's rows.
     const profile = await t.request('GET', `/api/statistics/datasets/${datasetA}`, asA);
     expect(profile.status, profile.text).toBe(200);
@@ -182,6 +186,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
   /** A's resource a path parameter of this route names, when this suite created one. */
   function resourceOfA(m: MountedRoute, name: string): number | undefined {
     if (name === 'user_id') return aAdmin.id;
+    if (name === 'org_id') return orgA;
     if (name === 'policy_id') return policyA;
     if (name !== 'id') return undefined;
     if (m.path.startsWith('/api/groups/')) return groupA;
@@ -198,9 +203,15 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
   /** Path parameters that are not ids: the value that names something real of A's resource. */
   const NAMED_PARAMS: Record<string, string> = { action: 'send_message', column: 'label' };
 
+  /** The plugin whose switch A set (see seedDataPlaneOfA): the one a plugin id in a path names. */
+  const PLUGIN_OF_A = 'workflow_webhook';
+
   /** A concrete path for a mounted route, its parameters filled with A's resources (else 1). */
   function pathFor(m: MountedRoute): string {
-    return m.path.replace(/\{([^}]+)\}/g, (_, name: string) => String(resourceOfA(m, name) ?? NAMED_PARAMS[name] ?? 1));
+    return m.path.replace(/\{([^}]+)\}/g, (_, name: string) => {
+      if (name === 'id' && m.path.startsWith('/api/plugins/')) return PLUGIN_OF_A;
+      return String(resourceOfA(m, name) ?? NAMED_PARAMS[name] ?? 1);
+    });
   }
 
   /** A query naming A's resources, for the list routes that filter by one. */
@@ -215,11 +226,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
   /** The URL a sweep calls: path and query. */
   const urlFor = (m: MountedRoute) => `${pathFor(m)}${queryFor(m)}`;
 
-  /** True when the route's first path parameter names one of A's resources. */
-  const namesResourceOfA = (m: MountedRoute) => {
-    const first = /\{([^}]+)\}/.exec(m.path);
-    return !!first && resourceOfA(m, first[1]) !== undefined;
-  };
+  /** True when a path parameter of the route names one of A's resources (or A itself). */
+  const namesResourceOfA = (m: MountedRoute) => [...m.path.matchAll(/\{([^}]+)\}/g)].some(([, name]) => resourceOfA(m, name) !== undefined);
 
   /**
    * A body the route would accept, so a refusal is about the organization and nothing else. Bodies
@@ -247,6 +255,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       // A's dataset by name, in upper case and quoted (Postgres folds an unquoted name): names match
       // ignoring case, and the refusal echoing B's own query ("no dataset named …") cannot be taken
       // for A's marker.
+      'PUT /api/plugins/{id}/organizations/{org_id}': { enabled: false },
       'POST /api/sql': { sql: `select label, email, amount from "${markers.dataset.toUpperCase()}"` },
     };
     if (!(key in bodies)) throw new Error(`no body for ${key}: give the sweep one the route accepts`);
@@ -298,7 +307,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const profiles = await db.selectFrom('dataset_profiles').select(['dataset_id', 'scope_key', 'version', 'computed_at']).where('org_id', '=', orgA).orderBy('dataset_id').orderBy('scope_key').execute();
     // Calls that reached A's webhook (only A's connector knows its URL).
     const webhookCalls = hook.calls.filter((c) => c.includes('/alpha/')).length;
-    return { groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls };
+    const pluginSwitches = await db.selectFrom('plugin_organizations').select(['plugin_id', 'enabled', 'updated_at']).where('org_id', '=', orgA).orderBy('plugin_id').execute();
+    return { pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls };
   }
 
   /** A's data plane is really there, so an unchanged snapshot means something. */
@@ -314,6 +324,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     expect(snapshot.rules.map((r) => r.id)).toEqual([ruleA]);
     expect(snapshot.runs).toHaveLength(1);
     expect(snapshot.profiles.length).toBeGreaterThanOrEqual(1);
+    expect(snapshot.pluginSwitches).toEqual([expect.objectContaining({ plugin_id: PLUGIN_OF_A })]);
   }
 
   it('the registry marks the groups, audit and token-governance routes org-scoped (the sweep is not vacuous)', () => {
@@ -360,6 +371,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
         'POST /api/sql',
         'GET /api/statistics/datasets/{id}',
         'GET /api/statistics/datasets/{id}/columns/{column}',
+        'GET /api/plugins/{id}/organizations/{org_id}',
+        'PUT /api/plugins/{id}/organizations/{org_id}',
       ]),
     );
   });
