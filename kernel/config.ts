@@ -61,6 +61,9 @@ export const settingsSchema = z.object({
   DATA_QUALITY_TIMEOUT_MS: z.coerce.number().int().min(1).max(300_000).default(30_000),
   PAT_MAX_PER_USER: integer(20, 1),
   PAT_RATE_LIMIT_PER_MIN: integer(0),
+  API_KEY_RATE_LIMIT_PER_MIN: integer(0),
+  /** Where rate-limit counters live; default: `database` on Postgres (instances share them), `memory` on SQLite. */
+  RATE_LIMIT_STORE: z.enum(['memory', 'database']).optional(),
   CORS_ALLOWED_ORIGINS: list(),
   IDP_CLIENT_ID: z.string().optional(),
   IDP_ALLOWED_DOMAINS: list(),
@@ -80,7 +83,7 @@ export const settingsSchema = z.object({
   ADMIN_EMAIL: z.email().default('admin@localhost.localdomain'),
 });
 
-export type Settings = Omit<z.infer<typeof settingsSchema>, 'VALIDATE_RESPONSES'> & { VALIDATE_RESPONSES: boolean };
+export type Settings = Omit<z.infer<typeof settingsSchema>, 'VALIDATE_RESPONSES' | 'RATE_LIMIT_STORE'> & { VALIDATE_RESPONSES: boolean; RATE_LIMIT_STORE: 'memory' | 'database' };
 
 /** A setting failed validation; `message` is the one line printed before the process stops. */
 export class SettingsError extends Error {}
@@ -94,7 +97,12 @@ export function loadSettings(env: Record<string, string | undefined>): Settings 
     const variable = String(issue.path[0] ?? 'environment');
     throw new SettingsError(`invalid setting ${variable}: ${issue.message}`);
   }
-  const settings: Settings = { ...parsed.data, VALIDATE_RESPONSES: parsed.data.VALIDATE_RESPONSES ?? parsed.data.NODE_ENV !== 'production' };
+  const settings: Settings = {
+    ...parsed.data,
+    VALIDATE_RESPONSES: parsed.data.VALIDATE_RESPONSES ?? parsed.data.NODE_ENV !== 'production',
+    // Several instances can share a Postgres, never a SQLite file: only there must counters be shared by default.
+    RATE_LIMIT_STORE: parsed.data.RATE_LIMIT_STORE ?? (parsed.data.DATABASE_URL?.startsWith('postgres') ? 'database' : 'memory'),
+  };
   if (settings.NODE_ENV === 'production') {
     for (const secret of ['JWT_SECRET', 'PAT_HASH_KEY', 'VAULT_KEY'] as const) {
       if (!settings[secret]) throw new SettingsError(`invalid setting ${secret}: required when NODE_ENV=production`);

@@ -19,6 +19,10 @@ import { PersonalAccessTokens } from './identity/tokens.ts';
 import { UserDirectory } from './identity/users.ts';
 import { Mailer } from './mail/mailer.ts';
 import { MemoryRateLimitStore } from './rate-limit/rate-limit-store.ts';
+import { DatabaseRateLimitStore } from './rate-limit/database-rate-limit-store.ts';
+import { RateLimits } from './rate-limit/rate-limits.ts';
+import { ApiKeyAuthenticators, apiKeyAuthenticators } from './auth/api-keys.ts';
+import { RunPrincipals } from './auth/run-principals.ts';
 import { OutboundHttp } from './outbound.ts';
 import { Vault } from './vault.ts';
 import type { RequestState } from './http/state.ts';
@@ -51,6 +55,8 @@ export class Kernel {
   readonly registry: PluginRegistry;
   readonly app: Koa;
   readonly audit: AuditService;
+  /** Principals of background runs, resolved (user, membership, capabilities) when a run starts. */
+  readonly runPrincipals: RunPrincipals;
   readonly mailer: Mailer;
   private readonly inflight: InflightCounter;
   private readonly jwt: JwtSettings;
@@ -82,7 +88,10 @@ export class Kernel {
       has: (name) => this.registry.current.capabilities.has(name),
       isPlatformWide: (name) => this.registry.current.capabilities.get(name)?.scope === 'platform',
     };
-    const rateLimitStore = new MemoryRateLimitStore();
+    const rateLimitStore = settings.RATE_LIMIT_STORE === 'database' ? new DatabaseRateLimitStore(this.storage) : new MemoryRateLimitStore();
+    const rateLimits = new RateLimits(rateLimitStore);
+    const apiKeys = new ApiKeyAuthenticators();
+    this.runPrincipals = new RunPrincipals(identity, () => this.registry.current.capabilities);
     const vault = new Vault(this.secrets.vaultKey);
     const outbound = new OutboundHttp(settings.OUTBOUND_ALLOWED_HOSTS, settings.OUTBOUND_TIMEOUT_MS);
     const enablement = new PluginEnablement(this.storage, (id) => this.registry.manifestOf(id));
@@ -103,6 +112,7 @@ export class Kernel {
       [kernelServices.capabilities.id]: () => capabilities,
       [kernelServices.vault.id]: () => vault,
       [kernelServices.outbound.id]: () => outbound,
+      [kernelServices.rateLimits.id]: () => rateLimits,
       [kernelServices.pluginEnablement.id]: () => enablement,
     };
     const authorizer = new Authorizer({
@@ -111,8 +121,10 @@ export class Kernel {
       identity,
       tokens,
       capabilities: () => this.registry.current.capabilities,
-      rateLimits: rateLimitStore,
+      apiKeys,
+      rateLimits,
       patRateLimitPerMin: settings.PAT_RATE_LIMIT_PER_MIN,
+      apiKeyRateLimitPerMin: settings.API_KEY_RATE_LIMIT_PER_MIN,
     });
     const compile = createRouteCompiler({
       authorizer,
@@ -126,6 +138,7 @@ export class Kernel {
       compile,
       drainTimeoutMs: settings.PLUGIN_DRAIN_TIMEOUT_MS,
       logger: this.logger,
+      kernelPoints: [{ point: apiKeyAuthenticators, accept: apiKeys.accept }],
       loader: {
         logger: this.logger,
         migrator: this.migrator,

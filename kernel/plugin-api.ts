@@ -19,6 +19,7 @@ import type { UserDirectory } from './identity/users.ts';
 import type { Mailer } from './mail/mailer.ts';
 import type { OutboundHttp } from './outbound.ts';
 import type { Vault } from './vault.ts';
+import type { RateLimits } from './rate-limit/rate-limits.ts';
 
 /** A typed token naming a kernel service; the phantom member carries the service's type. */
 export interface ServiceRef<T> {
@@ -78,6 +79,8 @@ export const kernelServices = {
   outbound: serviceRef<OutboundHttp>('kernel.outbound'),
   /** Capability names every loaded plugin defines, with their role baselines. */
   capabilities: serviceRef<CapabilityCatalog>('kernel.capabilities'),
+  /** A principal's rate-limit budgets, in the RATE_LIMIT_STORE instances share. */
+  rateLimits: serviceRef<RateLimits>('kernel.rate_limits'),
   /** Which plugins serve which organization: extension-point owners offer a contribution only where its plugin is enabled. */
   pluginEnablement: serviceRef<PluginEnablementService>('kernel.plugin_enablement'),
 };
@@ -207,7 +210,10 @@ export function isPluginDefinition(value: unknown): value is PluginDefinition {
   return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[PLUGIN_BRAND] === true;
 }
 
-export { defineRoute, reply, JsonText, type RouteDefinition, type Principal } from './route.ts';
+export { defineRoute, reply, JsonText, type RouteDefinition } from './route.ts';
+export { actingUser, type Principal, type UserPrincipal, type ApiKeyPrincipal, type RunPrincipal, type PrincipalKind } from './auth/principal.ts';
+export { apiKeyAuthenticators, type ApiKeyAuthenticator, type ApiKeyGrant, type ApiKeyRequest } from './auth/api-keys.ts';
+export type { RateBudget, RateLimits } from './rate-limit/rate-limits.ts';
 export { fieldErrorsOf, HttpProblem, problems, type FieldError } from './problem.ts';
 export type { AuditEvent, RequestAudit } from './audit/audit-service.ts';
 export * as identitySchemas from './identity/schemas.ts';

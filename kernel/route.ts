@@ -2,6 +2,7 @@ import type { Context } from 'koa';
 import type { ZodObject, ZodType, z } from 'zod';
 import type { Logger } from 'pino';
 import type { RequestAudit } from './audit/audit-service.ts';
+import type { ApiKeyPrincipal, UserPrincipal } from './auth/principal.ts';
 
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
@@ -32,33 +33,28 @@ export interface RouteResponse {
   contentType?: string;
 }
 
-/** The authenticated caller, resolved by the kernel for every request to a secured route. */
-export interface Principal {
-  userId: number;
-  username: string;
-  role: string;
-  isPlatformAdmin: boolean;
-  defaultOrgId: number | null;
-  /** Effective capabilities of this request (role baseline, groups, token scopes). */
-  capabilities: ReadonlySet<string>;
-  via: 'jwt' | 'pat';
-  /** The personal access token used, if any. */
-  tokenId: number | null;
-  /** A scoped token's scopes; null = the owner's full permissions. */
-  scopes: ReadonlySet<string> | null;
-}
+export type { Principal, UserPrincipal, ApiKeyPrincipal, RunPrincipal } from './auth/principal.ts';
+
+/** The caller a route's security admits: a user for `bearer`, a data API key for `apiKey`, nobody for `none`. */
+export type PrincipalFor<S extends RouteSecurity> = S extends 'bearer' ? UserPrincipal : S extends 'apiKey' ? ApiKeyPrincipal : null;
+
+/**
+ * The current organization a route's handler gets: always one on org-scoped routes and on `apiKey`
+ * routes (the key's), none on `none` routes, else one when the caller has it.
+ */
+export type OrgIdFor<S extends RouteSecurity, O extends boolean> = S extends 'none' ? null : S extends 'apiKey' ? number : O extends true ? number : number | null;
 
 type Parsed<S> = S extends ZodType ? z.output<S> : undefined;
 
-export interface RouteInput<R extends RouteRequestSchemas> {
+export interface RouteInput<R extends RouteRequestSchemas, S extends RouteSecurity = RouteSecurity, O extends boolean = boolean> {
   params: Parsed<R['params']>;
   query: Parsed<R['query']>;
   headers: Parsed<R['headers']>;
   body: Parsed<R['body']>;
-  /** Present on every route whose security is not `none`. */
-  principal: Principal | null;
-  /** The current organization (X-Org-Id, else the user's default); never null on org-scoped routes. */
-  orgId: number | null;
+  /** The caller, of the kind the route's security admits. */
+  principal: PrincipalFor<S>;
+  /** The current organization (X-Org-Id, else the user's default; an API key's own); a number on org-scoped routes. */
+  orgId: OrgIdFor<S, O>;
   requestId: string;
   log: Logger;
   /** The audit log on behalf of this request (actor, organization, address and request id filled in). */
@@ -100,23 +96,28 @@ export class JsonText {
  * A route, declared once: the kernel derives request validation, the permission and tenancy
  * checks and the OpenAPI operation from this one object.
  */
-export interface RouteDefinition<R extends RouteRequestSchemas = RouteRequestSchemas> {
+export interface RouteDefinition<R extends RouteRequestSchemas = RouteRequestSchemas, S extends RouteSecurity = RouteSecurity, O extends boolean = boolean> {
   method: HttpMethod;
   /** Path relative to the plugin's prefix, OpenAPI style: `/{id}/reload`; `''` is the prefix itself. */
   path: string;
   summary: string;
   description?: string;
-  security: RouteSecurity;
+  security: S;
   /** Capability the caller needs (checked after authentication). */
   capability?: string;
   /** The route works inside the current organization (`X-Org-Id`). */
-  orgScoped?: boolean;
+  orgScoped?: O;
   request?: R;
   responses: Record<number, RouteResponse>;
-  handler(input: RouteInput<R>): Promise<unknown> | unknown;
+  handler(input: RouteInput<R, S, O>): Promise<unknown> | unknown;
 }
 
-/** Identity function that lets TypeScript infer the handler's input from the schemas. */
-export function defineRoute<R extends RouteRequestSchemas>(route: RouteDefinition<R>): RouteDefinition<R> {
+/**
+ * Identity function that lets TypeScript infer the handler's input from the route: the schemas
+ * type params, query, headers and body; `security` and `orgScoped` type `principal` and `orgId`.
+ * The result is `NoInfer`: a plugin's `routes` list (routes of every kind) must not feed its wider
+ * types back into the inference, which would widen `orgScoped: true` to `boolean`.
+ */
+export function defineRoute<R extends RouteRequestSchemas, S extends RouteSecurity, O extends boolean = false>(route: RouteDefinition<R, S, O>): NoInfer<RouteDefinition<R, S, O>> {
   return route;
 }

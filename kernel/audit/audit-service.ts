@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Storage } from '../../storage/index.ts';
+import type { Principal, PrincipalKind } from '../auth/principal.ts';
 import { scrubSecrets } from './scrub.ts';
 
 export interface AuditEvent {
@@ -15,15 +16,18 @@ export interface AuditEvent {
   details?: Record<string, unknown>;
 }
 
-/** The request an event happens in: its id, client address, and (once resolved) caller and organization. */
+/**
+ * Where an event happens: a request (its id, client address, and once resolved the caller and
+ * organization), or work outside any request acting as a principal (a background run).
+ */
 export interface AuditOrigin {
-  requestId: string;
-  ip: string;
-  principal?: { userId: number; username: string };
+  requestId?: string;
+  ip?: string;
+  principal?: Principal;
   orgId?: number;
 }
 
-/** The audit log as one request sees it: events carry the request's actor, organization, address and id. */
+/** The audit log as one request (or one principal's work) sees it: events carry its actor, organization, address and id. */
 export interface RequestAudit {
   record(event: AuditEvent): Promise<void>;
 }
@@ -31,8 +35,16 @@ export interface RequestAudit {
 export interface AuditRecord {
   id: number;
   at: string;
+  /** The user who acted, or the user a background run acted for. */
   actor_user_id: number | null;
   actor_username: string | null;
+  /** Who acted: a user, a data API key or a background run; null for the platform itself. */
+  actor_kind: PrincipalKind | null;
+  actor_api_key_id: string | null;
+  actor_api_key_name: string | null;
+  /** Plugin whose authenticator recognized the API key. */
+  actor_authenticator: string | null;
+  actor_run_id: number | null;
   action: string;
   outcome: string;
   target_type: string | null;
@@ -46,7 +58,9 @@ export interface AuditRecord {
 export interface AuditQuery {
   /** Restrict to one organization; undefined = every organization (platform admins). */
   orgId?: number;
+  /** A user id or username (also matching the runs acting for that user), `api_key:<id>` or `run:<id>`. */
   actor?: string;
+  actorKind?: PrincipalKind;
   action?: string;
   target?: string;
   since?: string;
@@ -72,13 +86,16 @@ export class AuditService {
     return new AuditOnBehalf(this, request);
   }
 
-  /** Records an event; `request` is absent for what no request causes (start-up, scheduled work). */
+  /** Records as `principal` acting in `orgId`, with no request (background work): rows name the run and the user it acts for. */
+  forPrincipal(principal: Principal, orgId: number | null): RequestAudit {
+    return new AuditOnBehalf(this, { principal, orgId: orgId ?? undefined });
+  }
+
+  /** Records an event; `request` is absent for what no request nor principal causes (start-up). */
   async record(event: AuditEvent, request: AuditOrigin | undefined): Promise<void> {
-    const principal = request?.principal;
     const row = {
       at: this.storage.now(),
-      actor_user_id: event.actor?.userId ?? principal?.userId ?? null,
-      actor_username: event.actor?.username ?? principal?.username ?? null,
+      ...actorColumns(event.actor, request?.principal),
       action: event.action,
       outcome: event.outcome ?? 'success',
       target_type: event.targetType ?? null,
@@ -95,7 +112,8 @@ export class AuditService {
   async query(q: AuditQuery): Promise<{ items: AuditRecord[]; next_cursor: number | null }> {
     let query = this.storage.db.selectFrom('audit_log').selectAll().orderBy('id', 'desc').limit(q.limit + 1);
     if (q.orgId !== undefined) query = query.where('org_id', '=', q.orgId);
-    if (q.actor !== undefined) query = /^\d+$/.test(q.actor) ? query.where('actor_user_id', '=', Number(q.actor)) : query.where('actor_username', '=', q.actor);
+    if (q.actor !== undefined) query = whereActor(query, q.actor);
+    if (q.actorKind !== undefined) query = query.where('actor_kind', '=', q.actorKind);
     if (q.action !== undefined) query = q.action.endsWith('*') ? query.where('action', 'like', `${q.action.slice(0, -1)}%`) : query.where('action', '=', q.action);
     if (q.target !== undefined) {
       const [type, id] = q.target.includes(':') ? q.target.split(':', 2) : [q.target, undefined];
@@ -106,9 +124,46 @@ export class AuditService {
     if (q.until !== undefined) query = query.where('at', '<', q.until);
     if (q.cursor !== undefined) query = query.where('id', '<', q.cursor);
     const rows = await query.execute();
-    const page = rows.slice(0, q.limit).map((r) => ({ ...r, details: this.storage.decodeJson<Record<string, unknown>>(r.details) ?? {} }) as AuditRecord);
+    const page = rows.slice(0, q.limit).map(
+      (r) => ({ ...r, actor_kind: r.actor_kind ?? legacyActorKind(r as AuditRecord), details: this.storage.decodeJson<Record<string, unknown>>(r.details) ?? {} }) as AuditRecord,
+    );
     return { items: page, next_cursor: rows.length > q.limit ? page[page.length - 1].id : null };
   }
+}
+
+type ActorColumns = Pick<AuditRecord, 'actor_user_id' | 'actor_username' | 'actor_kind' | 'actor_api_key_id' | 'actor_api_key_name' | 'actor_authenticator' | 'actor_run_id'>;
+
+const NO_ACTOR: ActorColumns = { actor_user_id: null, actor_username: null, actor_kind: null, actor_api_key_id: null, actor_api_key_name: null, actor_authenticator: null, actor_run_id: null };
+
+/** Who acted, as columns: an actor named by the event (no principal yet, e.g. a failed login) wins over the principal. */
+function actorColumns(actor: AuditEvent['actor'], principal: Principal | undefined): ActorColumns {
+  if (actor) return { ...NO_ACTOR, actor_kind: 'user', actor_user_id: actor.userId, actor_username: actor.username };
+  if (!principal) return NO_ACTOR;
+  switch (principal.kind) {
+    case 'user':
+      return { ...NO_ACTOR, actor_kind: 'user', actor_user_id: principal.userId, actor_username: principal.username };
+    case 'run':
+      return { ...NO_ACTOR, actor_kind: 'run', actor_run_id: principal.runId, actor_user_id: principal.onBehalfOf.userId, actor_username: principal.onBehalfOf.username };
+    case 'api_key':
+      return { ...NO_ACTOR, actor_kind: 'api_key', actor_api_key_id: principal.keyId, actor_api_key_name: principal.name, actor_authenticator: principal.authenticator };
+  }
+}
+
+/** Rows written before actor_kind existed named users only (the log is append-only: they are not rewritten). */
+function legacyActorKind(row: { actor_user_id: number | null; actor_username: string | null }): PrincipalKind | null {
+  return row.actor_user_id !== null || row.actor_username !== null ? 'user' : null;
+}
+
+const API_KEY_ACTOR = /^api_key:(.+)$/;
+const RUN_ACTOR = /^run:(\d{1,15})$/;
+
+/** `api_key:<id>`, `run:<id>`, a user id or a username. */
+function whereActor<Q extends { where: (...args: any[]) => Q }>(query: Q, actor: string): Q {
+  const key = API_KEY_ACTOR.exec(actor);
+  if (key) return query.where('actor_api_key_id', '=', key[1]);
+  const run = RUN_ACTOR.exec(actor);
+  if (run) return query.where('actor_run_id', '=', Number(run[1]));
+  return /^\d+$/.test(actor) ? query.where('actor_user_id', '=', Number(actor)) : query.where('actor_username', '=', actor);
 }
 
 /** The audit log bound to one request (a class: a handler gets one on every request). */

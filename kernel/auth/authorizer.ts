@@ -4,10 +4,12 @@ import type { IdentitySnapshot } from '../identity/identity-snapshot.ts';
 import type { PersonalAccessTokens } from '../identity/tokens.ts';
 import { andThen, type Maybe } from '../maybe.ts';
 import { problems } from '../problem.ts';
-import type { RateLimitStore } from '../rate-limit/rate-limit-store.ts';
+import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { CapabilityInfo } from '../registry/generation.ts';
-import type { Principal, RouteDefinition } from '../route.ts';
+import type { RouteDefinition } from '../route.ts';
+import type { ApiKeyAuthenticators, ApiKeyRequest } from './api-keys.ts';
 import type { Authenticator, Identity } from './authenticator.ts';
+import type { Principal, UserPrincipal } from './principal.ts';
 import { effectiveCapabilities } from './capabilities.ts';
 import type { Tenancy } from './tenancy.ts';
 
@@ -18,9 +20,13 @@ export interface AuthorizerDeps {
   tokens: PersonalAccessTokens;
   /** The capability catalogue of the current plugin generation. */
   capabilities: () => ReadonlyMap<string, CapabilityInfo>;
-  rateLimits: RateLimitStore;
+  /** Authenticators plugins contributed for routes with `security: 'apiKey'`. */
+  apiKeys: ApiKeyAuthenticators;
+  rateLimits: RateLimits;
   /** Requests per minute per personal access token; 0 = unlimited. */
   patRateLimitPerMin: number;
+  /** Requests per minute per data API key; 0 = unlimited. */
+  apiKeyRateLimitPerMin: number;
 }
 
 /** What a resolved request carries on: the caller and the organization it works in. */
@@ -29,8 +35,9 @@ export interface Authorized {
   orgId: number | null;
 }
 
-/** An authorized caller as kept for one credential and one X-Org-Id value, with the credential's expiry. */
+/** An authorized user as kept for one credential and one X-Org-Id value, with the credential's expiry. */
 interface Caller extends Authorized {
+  principal: UserPrincipal;
   /** When the credential stops being valid (JWT `exp`, PAT expiry); null = never. */
   expiresAtMs: number | null;
 }
@@ -49,7 +56,8 @@ interface Caller extends Authorized {
 export class Authorizer {
   constructor(private readonly deps: AuthorizerDeps) {}
 
-  authorize(route: RouteDefinition, headers: IncomingHttpHeaders, request: AuditOrigin): Maybe<Authorized> {
+  authorize(route: RouteDefinition, headers: IncomingHttpHeaders, request: AuditOrigin & ApiKeyRequest): Maybe<Authorized> {
+    if (route.security === 'apiKey') return this.authorizeApiKey(route, headers, request);
     const credential = headers.authorization;
     const orgHeader = headers['x-org-id'] as string | undefined;
     const scope = orgHeader === undefined ? (route.orgScoped ? 'org' : 'any') : `${route.orgScoped ? 'org' : 'any'}:${orgHeader}`;
@@ -75,6 +83,18 @@ export class Authorizer {
     return caller;
   }
 
+  /**
+   * A data API key: recognized by a contributed authenticator, acting in its own organization only,
+   * with the capabilities it was granted; not kept between requests (its authenticator decides
+   * what to cache, and a revoked key must fail at once).
+   */
+  private async authorizeApiKey(route: RouteDefinition, headers: IncomingHttpHeaders, request: ApiKeyRequest): Promise<Authorized> {
+    const principal = await this.deps.apiKeys.authenticate(headers, this.deps.capabilities(), request);
+    const limit = this.deps.apiKeyRateLimitPerMin;
+    if (limit > 0) await this.deps.rateLimits.take(principal, { name: 'api_key', limit, windowMs: 60_000, detail: `this API key made more than ${limit} requests in a minute` });
+    return permit(route, { principal, orgId: principal.orgId });
+  }
+
   private admit(route: RouteDefinition, caller: Caller, now: number): Maybe<Authorized> {
     const { tokenId } = caller.principal;
     if (tokenId === null) return permit(route, caller);
@@ -84,27 +104,28 @@ export class Authorizer {
     return Promise.all([stamped, limited]).then(() => permit(route, caller));
   }
 
-  private async limitToken(tokenId: number): Promise<void> {
+  private limitToken(tokenId: number): Promise<void> {
     const limit = this.deps.patRateLimitPerMin;
-    const decision = await this.deps.rateLimits.take(`pat:${tokenId}`, limit, 60_000);
-    if (!decision.allowed) {
-      throw problems.tooManyRequests(`this token made more than ${limit} requests in a minute`, Math.max(1, Math.ceil(decision.retryAfterMs / 1000)));
-    }
+    return this.deps.rateLimits.takeKey(`pat:${tokenId}`, { name: 'pat', limit, windowMs: 60_000, detail: `this token made more than ${limit} requests in a minute` });
   }
 }
 
 /** The caller, if it holds the capability the route needs. */
-function permit(route: RouteDefinition, caller: Caller): Authorized {
+function permit<A extends Authorized>(route: RouteDefinition, caller: A): A {
   const { principal } = caller;
-  if (route.capability && !principal.capabilities.has(route.capability)) {
-    const scoped = principal.scopes && !principal.scopes.has(route.capability) ? ' (not among this token\u2019s scopes)' : '';
-    throw problems.forbidden(`this operation needs the capability "${route.capability}"${scoped}`);
-  }
+  if (route.capability && !principal.capabilities.has(route.capability)) throw problems.forbidden(`this operation needs the capability "${route.capability}"${whyMissing(principal, route.capability)}`);
   return caller;
 }
 
+/** What narrowed a capability away, when it was not the role or groups. */
+function whyMissing(principal: Principal, capability: string): string {
+  if (principal.kind === 'user' && principal.scopes && !principal.scopes.has(capability)) return ' (not among this token\u2019s scopes)';
+  if (principal.kind === 'api_key') return ' (not granted to this API key)';
+  return '';
+}
+
 /** Frozen: one principal serves every request of its caller until identity changes. */
-function principalOf(identity: Identity, capabilities: ReadonlySet<string>): Principal {
+function principalOf(identity: Identity, capabilities: ReadonlySet<string>): UserPrincipal {
   const { userId, username, role, isPlatformAdmin, defaultOrgId, via, tokenId, scopes } = identity;
-  return Object.freeze({ userId, username, role, isPlatformAdmin, defaultOrgId, capabilities, via, tokenId, scopes });
+  return Object.freeze({ kind: 'user', userId, username, role, isPlatformAdmin, defaultOrgId, capabilities, via, tokenId, scopes });
 }

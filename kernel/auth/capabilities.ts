@@ -3,6 +3,9 @@ import type { Maybe } from '../maybe.ts';
 import type { CapabilityInfo } from '../registry/generation.ts';
 import type { Identity } from './authenticator.ts';
 
+/** What capabilities are computed from: a user, and the token that narrows them (if any). */
+export type CapabilityHolder = Pick<Identity, 'userId' | 'role' | 'isPlatformAdmin' | 'tokenId' | 'scopes'>;
+
 /** Role baselines per capability catalogue: a catalogue changes only with a plugin generation. */
 const baselines = new WeakMap<ReadonlyMap<string, CapabilityInfo>, Map<string, readonly string[]>>();
 
@@ -27,7 +30,7 @@ function baseline(role: string, isPlatformAdmin: boolean, known: ReadonlyMap<str
  * tokens change (or a plugin generation brings another catalogue).
  */
 export function effectiveCapabilities(
-  identity: Identity,
+  identity: CapabilityHolder,
   orgId: number | null,
   known: ReadonlyMap<string, CapabilityInfo>,
   snapshot: IdentitySnapshot,
@@ -35,7 +38,7 @@ export function effectiveCapabilities(
   return snapshot.derived(`capabilities:${identity.userId}:${orgId}:${identity.tokenId}`, known, () => computeCapabilities(identity, orgId, known, snapshot));
 }
 
-async function computeCapabilities(identity: Identity, orgId: number | null, known: ReadonlyMap<string, CapabilityInfo>, snapshot: IdentitySnapshot): Promise<ReadonlySet<string>> {
+async function computeCapabilities(identity: CapabilityHolder, orgId: number | null, known: ReadonlyMap<string, CapabilityInfo>, snapshot: IdentitySnapshot): Promise<ReadonlySet<string>> {
   const granted = new Set(baseline(identity.role, identity.isPlatformAdmin, known));
   if (orgId !== null && !identity.isPlatformAdmin) {
     // A group grants what works inside its organization only (a row from before platform-wide

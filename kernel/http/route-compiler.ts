@@ -76,7 +76,6 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
     const serve = (ctx: Context): Maybe<void> => {
       const state = ctx.state as RequestState;
       if (route.security === 'none') return receive(ctx, state);
-      if (route.security === 'apiKey') throw problems.notImplemented('no data API key authenticator is installed');
       return andThen(deps.authorizer.authorize(route, ctx.req.headers, state), ({ principal, orgId }) => {
         state.principal = principal;
         state.orgId = orgId ?? undefined;

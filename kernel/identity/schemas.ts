@@ -72,4 +72,5 @@ export const pathId = z
   .refine((id) => id > 0 && Number.isSafeInteger(id), 'must be a positive integer within the safe integer range')
   .meta({ type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER });
 
-export const idParam = (name: string) => z.object({ [name]: pathId });
+/** Path parameters holding one id, typed by its name: `idParam('id')` parses to `{ id: number }`. */
+export const idParam = <K extends string>(name: K) => z.object({ [name]: pathId } as Record<K, typeof pathId>);

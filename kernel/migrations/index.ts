@@ -171,4 +171,31 @@ export const kernelMigrations: Record<string, Migration> = {
       await db.schema.dropTable('plugin_organizations').execute();
     },
   },
+  // Callers that are not users (kernel/auth/principal.ts): audit rows name an API key or a background
+  // run (and the user it acts for); rate-limit buckets several instances share (RATE_LIMIT_STORE=database).
+  '2026-11-25T0400_callers_and_shared_rate_limits': {
+    async up({ db, storage }) {
+      const { types } = storage;
+      await db.schema.alterTable('audit_log').addColumn('actor_kind', 'text').execute();
+      await db.schema.alterTable('audit_log').addColumn('actor_api_key_id', 'text').execute();
+      await db.schema.alterTable('audit_log').addColumn('actor_api_key_name', 'text').execute();
+      await db.schema.alterTable('audit_log').addColumn('actor_authenticator', 'text').execute();
+      await db.schema.alterTable('audit_log').addColumn('actor_run_id', 'integer').execute();
+      await db.schema
+        .createTable('rate_limit_buckets')
+        .addColumn('key', 'text', (c) => c.primaryKey())
+        .addColumn('tokens', types.double, (c) => c.notNull())
+        .addColumn('granted', 'integer', (c) => c.notNull())
+        .addColumn('updated_at_ms', types.double, (c) => c.notNull())
+        .addColumn('full_at_ms', types.double, (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('rate_limit_buckets_full_at').on('rate_limit_buckets').column('full_at_ms').execute();
+    },
+    async down({ db }) {
+      await db.schema.dropTable('rate_limit_buckets').execute();
+      for (const column of ['actor_run_id', 'actor_authenticator', 'actor_api_key_name', 'actor_api_key_id', 'actor_kind']) {
+        await db.schema.alterTable('audit_log').dropColumn(column).execute();
+      }
+    },
+  },
 };

@@ -1,6 +1,9 @@
 import type { Contribution, Disposable, ExtensionPoint } from '../plugin-api.ts';
 import { pluginErrors } from './plugin-errors.ts';
 
+/** The owner of the extension points the kernel itself offers; every plugin may contribute to them. */
+export const KERNEL_OWNER = 'kernel';
+
 interface ProvidedPoint {
   ownerId: string;
   point: ExtensionPoint<unknown>;

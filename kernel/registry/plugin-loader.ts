@@ -3,7 +3,7 @@ import { pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
 import type { Migrator } from '../../storage/index.ts';
 import { isPluginDefinition, type Disposable, type PluginContext, type PluginContributions, type ServiceRef } from '../plugin-api.ts';
-import type { OfferingTable } from './offerings.ts';
+import { KERNEL_OWNER, type OfferingTable } from './offerings.ts';
 import { LoadedPlugin, type RecipeType } from './loaded-plugin.ts';
 import type { PluginManifest } from './manifest.ts';
 import { PluginLoadError, pluginErrors } from './plugin-errors.ts';
@@ -66,7 +66,7 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
   const disposables: Disposable[] = [];
   const contribute = (pointId: string, value: unknown) => {
     const owner = offerings.pointOwner(pointId);
-    if (!owner || !dependencies.has(owner)) throw pluginErrors.extensionPointMissing(manifest.id, pointId);
+    if (!owner || (owner !== KERNEL_OWNER && !dependencies.has(owner))) throw pluginErrors.extensionPointMissing(manifest.id, pointId);
     const undo = offerings.contribute(pointId, { value, pluginId: manifest.id });
     if (undo) disposables.push(undo);
   };

@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { PluginRegistryService, PluginStatus } from '../plugin-api.ts';
+import type { Contribution, Disposable, ExtensionPoint, PluginRegistryService, PluginStatus } from '../plugin-api.ts';
 import { HttpProblem, problems } from '../problem.ts';
-import { OfferingTable } from './offerings.ts';
+import { KERNEL_OWNER, OfferingTable } from './offerings.ts';
 import { Generation, findConflict, type RouteCompiler } from './generation.ts';
 import type { LoadedPlugin, RecipeType } from './loaded-plugin.ts';
 import { listManifestFiles, readManifest, type ManifestRead, type PluginManifest } from './manifest.ts';
@@ -27,6 +27,8 @@ export interface RegistryOptions {
   compile: RouteCompiler;
   drainTimeoutMs: number;
   logger: Logger;
+  /** Extension points the kernel offers (owned by `kernel`: any plugin may contribute). */
+  kernelPoints?: { point: ExtensionPoint<any>; accept: (contribution: Contribution<any>) => Disposable | void }[];
 }
 
 /** A required plugin failed at start-up: the kernel must not serve without it. */
@@ -52,6 +54,7 @@ export class PluginRegistry implements PluginRegistryService {
 
   constructor(private readonly options: RegistryOptions) {
     this.current = new Generation(0, new Map(), options.compile);
+    for (const { point, accept } of options.kernelPoints ?? []) this.offerings.providePoint(point, KERNEL_OWNER, accept);
   }
 
   /** Loads every manifest; a failing plugin is skipped unless it is marked required. */

@@ -1,12 +1,19 @@
 import { z } from 'zod';
 import { definePlugin, defineRoute, identitySchemas as s, kernelServices } from '../../kernel/plugin-api.ts';
 
+const ACTOR_KINDS = ['user', 'api_key', 'run'] as const;
+
 const auditRecordSchema = z
   .object({
     id: z.number().int(),
     at: z.string(),
-    actor_user_id: z.number().int().nullable(),
+    actor_user_id: z.number().int().nullable().describe('The user who acted, or the user a background run acted for'),
     actor_username: z.string().nullable(),
+    actor_kind: z.enum(ACTOR_KINDS).nullable().describe('Who acted: a user, a data API key or a background run; null = the platform itself'),
+    actor_api_key_id: z.string().nullable(),
+    actor_api_key_name: z.string().nullable(),
+    actor_authenticator: z.string().nullable().describe('Plugin whose authenticator recognized the API key'),
+    actor_run_id: z.number().int().nullable(),
     action: z.string(),
     outcome: z.string(),
     target_type: z.string().nullable(),
@@ -35,7 +42,8 @@ export default definePlugin({
         orgScoped: true,
         request: {
           query: z.object({
-            actor: z.string().min(1).optional().describe('User id or username'),
+            actor: z.string().min(1).optional().describe('User id or username (with the runs acting for that user), `api_key:<id>` or `run:<id>`'),
+            actor_kind: z.enum(ACTOR_KINDS).optional(),
             action: z.string().min(1).optional().describe('Exact action, or a prefix ending in * (e.g. token.*)'),
             target: z.string().min(1).optional().describe('Target type, or type:id (e.g. user:12)'),
             since: isoTimestamp.optional(),
@@ -47,8 +55,8 @@ export default definePlugin({
         },
         responses: { 200: { description: 'A page of events', schema: z.object({ items: z.array(auditRecordSchema), next_cursor: z.number().int().nullable() }) } },
         handler: ({ query, principal, orgId }) => {
-          const { org_id, ...filters } = query;
-          return audit.query({ ...filters, orgId: principal!.isPlatformAdmin ? org_id : orgId! });
+          const { org_id, actor_kind, ...filters } = query;
+          return audit.query({ ...filters, actorKind: actor_kind, orgId: principal.isPlatformAdmin ? org_id : orgId });
         },
       }),
     ],

@@ -55,7 +55,7 @@ export function passwordRoutes({ users, sessions, mail, config, logger }: AuthSe
       request: { body: z.object({ old_password: z.string().min(1), new_password: z.string().min(1) }) },
       responses: { 200: { description: 'Password changed; your other sessions (JWTs) are ended, this fresh token replaces them', schema: passwordChangedSchema } },
       handler: async ({ body, principal, audit }) => {
-        const user = await users.require(principal!.userId);
+        const user = await users.require(principal.userId);
         if (!(await users.checkPassword(user, body.old_password))) {
           await audit.record({ action: 'auth.password.change', outcome: 'failure', targetType: 'user', targetId: user.id, details: { reason: 'wrong old password' } });
           throw problems.badRequest('the old password is not correct', [{ path: 'body.old_password', message: 'incorrect' }]);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineRoute, identitySchemas as s, problems, reply, type Principal } from '../../kernel/plugin-api.ts';
+import { defineRoute, identitySchemas as s, problems, reply, type UserPrincipal } from '../../kernel/plugin-api.ts';
 import type { AuthServices } from './services.ts';
 
 const MAX_LIFETIME_DAYS = 3650;
@@ -8,7 +8,7 @@ const MAX_LIFETIME_DAYS = 3650;
  * Managing tokens needs the owner's full say: a scoped token (say `plugins.read` only) could
  * otherwise mint an unscoped one, or revoke the owner's other tokens (GitLab asks its `api` scope).
  */
-function requireUnscoped(principal: Principal) {
+function requireUnscoped(principal: UserPrincipal) {
   if (principal.scopes) throw problems.forbidden('a scoped token cannot manage tokens: use a JWT or an unscoped token');
 }
 
@@ -33,14 +33,14 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       },
       responses: { 201: { description: 'The token, with its secret', schema: mintedSchema } },
       handler: async ({ body, principal, audit }) => {
-        requireUnscoped(principal!);
+        requireUnscoped(principal);
         if (body.scopes) {
           const unknown = body.scopes.filter((name) => !capabilities.has(name));
           if (unknown.length) throw problems.badRequest(`unknown scopes: ${unknown.join(', ')} (GET /api/auth/scopes lists them)`, unknown.map((name) => ({ path: `body.scopes.${body.scopes!.indexOf(name)}`, message: `unknown scope ${name}` })));
-          const beyond = body.scopes.filter((name) => !principal!.capabilities.has(name));
+          const beyond = body.scopes.filter((name) => !principal.capabilities.has(name));
           if (beyond.length) throw problems.badRequest(`scopes beyond your own permissions: ${beyond.join(', ')}`, beyond.map((name) => ({ path: `body.scopes.${body.scopes!.indexOf(name)}`, message: `you do not hold ${name}` })));
         }
-        const { secret, info } = await tokens.mint(principal!.userId, { name: body.name, scopes: body.scopes ?? null, expiresInDays: body.expires_in_days });
+        const { secret, info } = await tokens.mint(principal.userId, { name: body.name, scopes: body.scopes ?? null, expiresInDays: body.expires_in_days });
         await audit.record({ action: 'token.mint', targetType: 'token', targetId: info.id, details: { token_name: info.name, scopes: info.scopes, expires_at: info.expires_at } });
         return reply(201, { ...info, token: secret });
       },
@@ -52,8 +52,8 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       security: 'bearer',
       responses: { 200: { description: 'Token metadata', schema: z.array(s.tokenInfoSchema) } },
       handler: ({ principal }) => {
-        requireUnscoped(principal!);
-        return tokens.listForUser(principal!.userId);
+        requireUnscoped(principal);
+        return tokens.listForUser(principal.userId);
       },
     }),
     defineRoute({
@@ -64,8 +64,8 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       request: { params: s.idParam('id') },
       responses: { 200: { description: 'The revoked token', schema: s.tokenInfoSchema } },
       handler: async ({ params, principal, audit }) => {
-        requireUnscoped(principal!);
-        const { info, revokedNow } = await tokens.revokeOwn(principal!.userId, params.id as number);
+        requireUnscoped(principal);
+        const { info, revokedNow } = await tokens.revokeOwn(principal.userId, params.id);
         if (revokedNow) await audit.record({ action: 'token.revoke', targetType: 'token', targetId: info.id, details: { token_name: info.name } });
         return info;
       },
@@ -78,7 +78,7 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       capability: 'org.admin',
       orgScoped: true,
       responses: { 200: { description: 'Token metadata', schema: z.array(s.tokenInfoSchema) } },
-      handler: ({ orgId, principal }) => tokens.listForOrganization(orgId!, principal!.isPlatformAdmin),
+      handler: ({ orgId, principal }) => tokens.listForOrganization(orgId, principal.isPlatformAdmin),
     }),
     defineRoute({
       method: 'delete',
@@ -90,7 +90,7 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       request: { params: s.idParam('id') },
       responses: { 200: { description: 'The revoked token', schema: s.tokenInfoSchema } },
       handler: async ({ params, orgId, principal, audit }) => {
-        const { info, revokedNow } = await tokens.revokeInOrganization(orgId!, params.id as number, principal!);
+        const { info, revokedNow } = await tokens.revokeInOrganization(orgId, params.id, principal);
         if (revokedNow) await audit.record({ action: 'token.revoke', targetType: 'token', targetId: info.id, details: { token_name: info.name, owner_id: info.user_id, by_org_admin: true } });
         return info;
       },

@@ -107,7 +107,7 @@ export default definePlugin({
           capability: 'connectors.read',
           responses: { 200: { description: 'Types', schema: z.array(typeSchema) } },
           handler: async ({ orgId }) =>
-            (await offeredIn(orgId!))
+            (await offeredIn(orgId))
               .map(({ value, pluginId }) => ({
                 type: value.type,
                 description: value.description,
@@ -128,9 +128,9 @@ export default definePlugin({
           request: { body: z.object({ name: z.string().trim().min(1).max(200), type: z.string().min(1), config: z.record(z.string(), z.unknown()) }) },
           responses: { 201: { description: 'The connector', schema: connectorSchema } },
           handler: async ({ body, orgId, principal, audit }) => {
-            const type = await offeredType(orgId!, body.type);
+            const type = await offeredType(orgId, body.type);
             if (!type) throw problems.badRequest(`unknown connector type "${body.type}" (GET /api/connectors/types lists them)`, [{ path: 'body.type', message: 'unknown type' }]);
-            const row = await store.create(orgId!, { name: body.name, type: body.type, config: validConfig(type, body.config) }, principal!.userId);
+            const row = await store.create(orgId, { name: body.name, type: body.type, config: validConfig(type, body.config) }, principal.userId);
             await audit.record({ action: 'connector.create', targetType: 'connector', targetId: row.id, details: { name: row.name, type: row.type, config: store.mask(row.config) } });
             return reply(201, answer(row));
           },
@@ -142,7 +142,7 @@ export default definePlugin({
           summary: 'Connectors of the current organization',
           capability: 'connectors.read',
           responses: { 200: { description: 'Connectors', schema: z.array(connectorSchema) } },
-          handler: async ({ orgId }) => (await store.list(orgId!)).map(answer),
+          handler: async ({ orgId }) => (await store.list(orgId)).map(answer),
         }),
         defineRoute({
           ...base,
@@ -152,7 +152,7 @@ export default definePlugin({
           capability: 'connectors.read',
           request: { params: idParams },
           responses: { 200: { description: 'The connector', schema: connectorSchema } },
-          handler: async ({ params, orgId }) => answer(await store.get(orgId!, params.id as number)),
+          handler: async ({ params, orgId }) => answer(await store.get(orgId, params.id)),
         }),
         defineRoute({
           ...base,
@@ -168,9 +168,9 @@ export default definePlugin({
           },
           responses: { 200: { description: 'The connector', schema: connectorSchema } },
           handler: async ({ params, body, orgId, audit }) => {
-            const row = await store.get(orgId!, params.id as number);
+            const row = await store.get(orgId, params.id);
             const config = body.config ? validConfig(await typeOf(row), body.config, row.config) : undefined;
-            const updated = await store.update(orgId!, row.id, { name: body.name, config });
+            const updated = await store.update(orgId, row.id, { name: body.name, config });
             await audit.record({ action: 'connector.update', targetType: 'connector', targetId: row.id, details: { changes: Object.keys(body), config: store.mask(updated.config) } });
             return answer(updated);
           },
@@ -184,8 +184,8 @@ export default definePlugin({
           request: { params: idParams },
           responses: { 204: { description: 'Deleted' } },
           handler: async ({ params, orgId, audit }) => {
-            await store.remove(orgId!, params.id as number);
-            await audit.record({ action: 'connector.delete', targetType: 'connector', targetId: params.id as number });
+            await store.remove(orgId, params.id);
+            await audit.record({ action: 'connector.delete', targetType: 'connector', targetId: params.id });
             return reply(204);
           },
         }),
@@ -198,7 +198,7 @@ export default definePlugin({
           request: { params: idParams },
           responses: { 200: { description: 'The outcome', schema: z.object({ ok: z.boolean(), message: z.string() }) } },
           handler: async ({ params, orgId }) => {
-            const row = await store.get(orgId!, params.id as number);
+            const row = await store.get(orgId, params.id);
             const type = await typeOf(row);
             if (!type.test) return { ok: true, message: `${type.type} has nothing to test` };
             try {
@@ -218,7 +218,7 @@ export default definePlugin({
           request: { params: z.object({ id: s.pathId, action: z.string().min(1) }), body: z.record(z.string(), z.unknown()) },
           responses: { 200: { description: 'What the peer answered', schema: z.object({ result: z.unknown() }) } },
           handler: async ({ params, body, orgId, principal, audit }) => {
-            const row = await store.get(orgId!, params.id);
+            const row = await store.get(orgId, params.id);
             const type = await typeOf(row);
             // Own actions only: `__proto__`, `constructor` or `toString` name no action of the type.
             const action = Object.hasOwn(type.actions, params.action) ? type.actions[params.action] : undefined;
@@ -227,7 +227,7 @@ export default definePlugin({
             if (!args.success) throw problems.badRequest(`invalid arguments for ${params.action}`, fieldErrorsOf(args.error.issues, 'body'));
             let result;
             try {
-              result = await action.run({ config: store.open(row.config), args: args.data, orgId: orgId!, principal: principal!, audit });
+              result = await action.run({ config: store.open(row.config), args: args.data, orgId: orgId, principal: principal, audit });
             } catch (err) {
               await audit.record({ action: 'connector.action', outcome: 'failure', targetType: 'connector', targetId: row.id, details: { action: params.action, reason: (err as Error).message } });
               if (err instanceof OutboundRefusedError) throw problems.unprocessable(err.message);

@@ -213,10 +213,10 @@ export default definePlugin({
           request: { body: z.object({ dataset_id: z.number().int().positive(), ...ruleFields }) },
           responses: { 201: { description: 'The rule', schema: ruleSchema } },
           handler: async ({ body, orgId, principal, audit }) => {
-            const dataset = await catalog.get(orgId!, body.dataset_id);
-            const definition = checkDefinition(body, dataset, catalog.seesPii(principal!));
-            await checkRunnable(definition, dataset, principal!, audit);
-            const rule = await rules.create(orgId!, { ...body, ...definition });
+            const dataset = await catalog.get(orgId, body.dataset_id);
+            const definition = checkDefinition(body, dataset, catalog.seesPii(principal));
+            await checkRunnable(definition, dataset, principal, audit);
+            const rule = await rules.create(orgId, { ...body, ...definition });
             await audit.record({ action: 'dq.rule.create', targetType: 'dq_rule', targetId: rule.id, details: { dataset_id: dataset.id, type: rule.type } });
             return reply(201, rule);
           },
@@ -229,7 +229,7 @@ export default definePlugin({
           capability: 'datasets.read',
           request: { query: z.object({ dataset_id: s.pathId.optional() }) },
           responses: { 200: { description: 'Rules', schema: z.array(ruleSchema) } },
-          handler: ({ query, orgId }) => rules.list(orgId!, query.dataset_id),
+          handler: ({ query, orgId }) => rules.list(orgId, query.dataset_id),
         }),
         defineRoute({
           ...base,
@@ -239,7 +239,7 @@ export default definePlugin({
           capability: 'datasets.read',
           request: { params: idParams },
           responses: { 200: { description: 'The rule', schema: ruleSchema } },
-          handler: ({ params, orgId }) => rules.get(orgId!, params.id as number),
+          handler: ({ params, orgId }) => rules.get(orgId, params.id),
         }),
         defineRoute({
           ...base,
@@ -255,13 +255,13 @@ export default definePlugin({
           },
           responses: { 200: { description: 'The rule', schema: ruleSchema } },
           handler: async ({ params, body, orgId, principal, audit }) => {
-            const rule = await rules.get(orgId!, params.id as number);
+            const rule = await rules.get(orgId, params.id);
             if (body.params) {
-              const dataset = await catalog.get(orgId!, rule.dataset_id);
-              const definition = checkDefinition({ type: rule.type, params: body.params }, dataset, catalog.seesPii(principal!));
-              await checkRunnable(definition, dataset, principal!, audit);
+              const dataset = await catalog.get(orgId, rule.dataset_id);
+              const definition = checkDefinition({ type: rule.type, params: body.params }, dataset, catalog.seesPii(principal));
+              await checkRunnable(definition, dataset, principal, audit);
             }
-            const updated = await rules.update(orgId!, rule.id, body);
+            const updated = await rules.update(orgId, rule.id, body);
             await audit.record({ action: 'dq.rule.update', targetType: 'dq_rule', targetId: rule.id, details: { changes: Object.keys(body) } });
             return updated;
           },
@@ -275,8 +275,8 @@ export default definePlugin({
           request: { params: idParams },
           responses: { 204: { description: 'Deleted' } },
           handler: async ({ params, orgId, audit }) => {
-            await rules.remove(orgId!, params.id as number);
-            await audit.record({ action: 'dq.rule.delete', targetType: 'dq_rule', targetId: params.id as number });
+            await rules.remove(orgId, params.id);
+            await audit.record({ action: 'dq.rule.delete', targetType: 'dq_rule', targetId: params.id });
             return reply(204);
           },
         }),
@@ -289,8 +289,8 @@ export default definePlugin({
           request: { params: idParams },
           responses: { 200: { description: 'The run', schema: runSchema } },
           handler: async ({ params, orgId, principal, audit }) => {
-            const rule = await rules.get(orgId!, params.id as number);
-            return runnersRun(await runner.run(rule, await catalog.get(orgId!, rule.dataset_id), principal!, audit));
+            const rule = await rules.get(orgId, params.id);
+            return runnersRun(await runner.run(rule, await catalog.get(orgId, rule.dataset_id), principal, audit));
           },
         }),
         defineRoute({
@@ -304,10 +304,10 @@ export default definePlugin({
           request: { params: idParams, query: z.object({ limit: z.coerce.number().int().min(1).max(500).default(50) }) },
           responses: { 200: { description: 'Runs', schema: z.array(runSchema) } },
           handler: async ({ params, query, orgId, principal }) => {
-            const rule = await rules.get(orgId!, params.id as number);
-            const dataset = await catalog.get(orgId!, rule.dataset_id);
-            const reader = { key: (await catalog.scope(principal!, dataset)).key, pii: catalog.seesPii(principal!), bypass: principal!.capabilities.has(ROW_POLICY_BYPASS) };
-            return (await rules.runs(orgId!, rule.id, query.limit)).map((stored) => runAsSeenBy(stored, reader));
+            const rule = await rules.get(orgId, params.id);
+            const dataset = await catalog.get(orgId, rule.dataset_id);
+            const reader = { key: (await catalog.scope(principal, dataset)).key, pii: catalog.seesPii(principal), bypass: principal.capabilities.has(ROW_POLICY_BYPASS) };
+            return (await rules.runs(orgId, rule.id, query.limit)).map((stored) => runAsSeenBy(stored, reader));
           },
         }),
         defineRoute({
@@ -325,9 +325,9 @@ export default definePlugin({
             },
           },
           handler: async ({ params, orgId, principal, audit }) => {
-            const dataset = await catalog.get(orgId!, params.id as number);
+            const dataset = await catalog.get(orgId, params.id);
             const runs = [];
-            for (const rule of (await rules.list(orgId!, dataset.id)).filter((r) => r.enabled)) runs.push(runnersRun(await runner.run(rule, dataset, principal!, audit)));
+            for (const rule of (await rules.list(orgId, dataset.id)).filter((r) => r.enabled)) runs.push(runnersRun(await runner.run(rule, dataset, principal, audit)));
             const bad = runs.filter((r) => r.status !== 'passed');
             const status = bad.some((r) => r.severity === 'error') ? 'failed' : bad.length ? 'warned' : 'passed';
             await audit.record({ action: 'dq.dataset.run', targetType: 'dataset', targetId: dataset.id, details: { status, rules: runs.length } });

@@ -52,7 +52,7 @@ export function contractRoutes({ store, contracts, operations }: { store: Datase
       request: { params: idParams },
       responses: { 200: { description: 'The current contract', schema: contractSchema } },
       handler: async ({ params, orgId }) => {
-        const contract = await operations.current(orgId!, params.id as number);
+        const contract = await operations.current(orgId, params.id);
         if (!contract) throw problems.notFound(`dataset ${params.id} has no contract yet: capture one with POST /api/datasets/${params.id}/contract`);
         return contract;
       },
@@ -65,7 +65,7 @@ export function contractRoutes({ store, contracts, operations }: { store: Datase
       capability: 'datasets.read',
       request: { params: idParams },
       responses: { 200: { description: 'Contracts', schema: z.array(contractSchema) } },
-      handler: async ({ params, orgId }) => contracts.history(await store.get(orgId!, params.id as number)),
+      handler: async ({ params, orgId }) => contracts.history(await store.get(orgId, params.id)),
     }),
     defineRoute({
       ...base,
@@ -76,7 +76,7 @@ export function contractRoutes({ store, contracts, operations }: { store: Datase
       request: { params: idParams },
       responses: { 201: { description: 'The new current contract', schema: contractSchema } },
       handler: async ({ params, orgId, principal, audit }) => {
-        const contract = await operations.capture(orgId!, params.id as number, principal!.userId);
+        const contract = await operations.capture(orgId, params.id, principal.userId);
         await audit.record({ action: 'dataset.contract.capture', targetType: 'dataset', targetId: contract.dataset_id, details: { version: contract.version } });
         return reply(201, contract);
       },
@@ -89,7 +89,7 @@ export function contractRoutes({ store, contracts, operations }: { store: Datase
       capability: 'datasets.read',
       request: { params: idParams },
       responses: { 200: { description: 'The drift', schema: driftSchema } },
-      handler: async ({ params, orgId }) => operations.drift(orgId!, params.id as number),
+      handler: async ({ params, orgId }) => operations.drift(orgId, params.id),
     }),
   ];
 }

@@ -27,7 +27,7 @@ export function policyRoutes({ store, policies }: { store: DatasetStore; policie
       capability: 'org.admin',
       request: { params: s.idParam('id') },
       responses: { 200: { description: 'Policies', schema: z.array(policySchema) } },
-      handler: async ({ params, orgId }) => policies.list(await store.get(orgId!, params.id as number)),
+      handler: async ({ params, orgId }) => policies.list(await store.get(orgId, params.id)),
     }),
     defineRoute({
       ...base,
@@ -42,7 +42,7 @@ export function policyRoutes({ store, policies }: { store: DatasetStore; policie
       },
       responses: { 201: { description: 'The policy', schema: policySchema } },
       handler: async ({ params, body, orgId, audit }) => {
-        const dataset = await store.get(orgId!, params.id as number);
+        const dataset = await store.get(orgId, params.id);
         const policy = await policies.create(dataset, body);
         await audit.record({ action: 'dataset.row_policy.create', targetType: 'dataset', targetId: dataset.id, details: { policy_id: policy.id, group_id: policy.group_id, filters: policy.filters } });
         return reply(201, policy);
@@ -57,7 +57,7 @@ export function policyRoutes({ store, policies }: { store: DatasetStore; policie
       request: { params: z.object({ id: s.pathId, policy_id: s.pathId }) },
       responses: { 204: { description: 'Removed' } },
       handler: async ({ params, orgId, audit }) => {
-        const dataset = await store.get(orgId!, params.id);
+        const dataset = await store.get(orgId, params.id);
         await policies.remove(dataset, params.policy_id);
         await audit.record({ action: 'dataset.row_policy.delete', targetType: 'dataset', targetId: dataset.id, details: { policy_id: params.policy_id } });
         return reply(204);

@@ -62,7 +62,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
       request: { body: z.object({ name: datasetName, project_id: z.number().int().positive(), description: z.string().max(5000).nullable().optional(), columns: columnsInput.default([]) }) },
       responses: { 201: { description: 'The dataset', schema: datasetSchema } },
       handler: async ({ body, orgId, principal, audit }) => {
-        const dataset = await store.create(orgId!, body as { name: string; project_id: number; description?: string | null; columns: DatasetColumn[] }, principal!.userId);
+        const dataset = await store.create(orgId, body as { name: string; project_id: number; description?: string | null; columns: DatasetColumn[] }, principal.userId);
         await audit.record({ action: 'dataset.create', targetType: 'dataset', targetId: dataset.id, details: { name: dataset.name, project_id: dataset.project_id } });
         return reply(201, publicDataset(dataset));
       },
@@ -83,7 +83,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
       },
       responses: { 200: { description: 'A page of datasets', schema: z.object({ items: z.array(datasetSchema), total: z.number().int(), limit: z.number().int(), offset: z.number().int() }) } },
       handler: async ({ query, orgId }) => {
-        const { items, total } = await store.list(orgId!, query);
+        const { items, total } = await store.list(orgId, query);
         return { items: items.map(publicDataset), total, limit: query.limit, offset: query.offset };
       },
     }),
@@ -95,7 +95,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
       capability: 'datasets.read',
       request: { params: idParams },
       responses: { 200: { description: 'The dataset', schema: datasetSchema } },
-      handler: async ({ params, orgId }) => publicDataset(await store.get(orgId!, params.id as number)),
+      handler: async ({ params, orgId }) => publicDataset(await store.get(orgId, params.id)),
     }),
     defineRoute({
       ...base,
@@ -117,7 +117,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
       handler: async ({ params, body, orgId, principal, audit }) => {
         let piiChanges: { column: string; pii: boolean }[] = [];
         // Decided on the columns as they are when written (the store runs this again if they moved).
-        const updated = await store.update(orgId!, params.id as number, async (dataset) => {
+        const updated = await store.update(orgId, params.id, async (dataset) => {
           let columns: DatasetColumn[] | undefined;
           if (body.columns) {
             columns = dataset.columns.map((c) => ({ ...c }));
@@ -133,7 +133,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
           // Unflagging shows the values to everyone who reads the dataset: only someone who may read
           // them decides that. Flagging only hides more (as creating a dataset with PII columns does).
           const unflagged = piiChanges.filter((c) => !c.pii).map((c) => c.column);
-          if (unflagged.length && !seesPii(principal!)) {
+          if (unflagged.length && !seesPii(principal)) {
             for (const column of unflagged) await audit.record({ action: 'dataset.pii.unflag', outcome: 'failure', targetType: 'dataset', targetId: dataset.id, details: { column, reason: 'lacks datasets.pii.read' } });
             throw problems.forbidden(`removing the PII flag of ${unflagged.map((c) => `"${c}"`).join(', ')} needs the capability "datasets.pii.read"`);
           }
@@ -153,8 +153,8 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
       request: { params: idParams },
       responses: { 204: { description: 'Deleted' } },
       handler: async ({ params, orgId, audit }) => {
-        const dataset = await store.remove(orgId!, params.id as number);
-        for (const dropped of deletedHooks) await dropped(orgId!, dataset.id);
+        const dataset = await store.remove(orgId, params.id);
+        for (const dropped of deletedHooks) await dropped(orgId, dataset.id);
         await audit.record({ action: 'dataset.delete', targetType: 'dataset', targetId: dataset.id, details: { name: dataset.name } });
         return reply(204);
       },
@@ -174,7 +174,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
       },
       responses: { 200: { description: 'The dataset after the load', schema: loadResultSchema } },
       handler: async ({ params, query, orgId, koa, audit }) => {
-        const dataset = await store.get(orgId!, params.id as number);
+        const dataset = await store.get(orgId, params.id);
         const records = readCsv(await uploadedFile(koa), uploadLimitBytes, csvLimits);
         try {
           const { columns, batches } = await csvRows(records, dataset.columns, query.mode);
@@ -197,7 +197,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
       request: { params: idParams, body: z.array(z.record(z.string(), z.unknown())).min(1).max(10_000) },
       responses: { 200: { description: 'The dataset after the load', schema: loadResultSchema } },
       handler: async ({ params, body, orgId, audit }) => {
-        const dataset = await store.get(orgId!, params.id as number);
+        const dataset = await store.get(orgId, params.id);
         if (dataset.columns.length === 0) throw problems.unprocessable('the dataset has no columns yet: declare them or upload a CSV first');
         const columns: DataColumn[] = dataset.columns.map(({ name, type }) => ({ name, type }));
         const rows = body.map((object, index) => {
@@ -237,7 +237,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
         }),
       },
       responses: { 200: { description: 'A page of rows', schema: rowsPageSchema } },
-      handler: async ({ params, query, orgId, principal }) => readRows(principal!, orgId!, params.id as number, query),
+      handler: async ({ params, query, orgId, principal }) => readRows(principal, orgId, params.id, query),
     }),
     defineRoute({
       ...base,
@@ -250,10 +250,10 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
         200: { description: 'The rows (CSV with a header line, or a JSON array of objects)', contentType: 'text/csv' },
       },
       handler: async ({ params, query, orgId, principal, audit }) => {
-        const dataset = await store.get(orgId!, params.id as number);
+        const dataset = await store.get(orgId, params.id);
         await audit.record({ action: 'dataset.export', targetType: 'dataset', targetId: dataset.id, details: { format: query.format, rows: dataset.row_count } });
         const type = query.format === 'csv' ? 'text/csv; charset=utf-8' : 'application/json; charset=utf-8';
-        return reply(200, exportStream(storage, dataset, query.format, await visibilityOf(policies, principal!, dataset), maxPageBytes), {
+        return reply(200, exportStream(storage, dataset, query.format, await visibilityOf(policies, principal, dataset), maxPageBytes), {
           'Content-Type': type,
           'Content-Disposition': `attachment; filename="${dataset.name}.${query.format}"`,
         });

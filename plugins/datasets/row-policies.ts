@@ -1,5 +1,5 @@
 import { sql, type RawBuilder } from 'kysely';
-import { problems, type Principal, type ServiceType, type kernelServices } from '../../kernel/plugin-api.ts';
+import { actingUser, problems, type Principal, type ServiceType, type kernelServices } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import type { Dataset } from './dataset-store.ts';
 import { columnLookup, compileFilter } from './filters.ts';
@@ -84,7 +84,9 @@ export class RowPolicies {
     if (principal.capabilities.has(ROW_POLICY_BYPASS)) return { condition: null, key: 'all' };
     const { policies } = await this.compiledFor(dataset);
     if (policies.length === 0) return { condition: null, key: 'all' };
-    const mine = new Set((await this.identity.groupsOf(principal.userId, dataset.org_id)).map((g) => g.id));
+    // The groups of the user who acts (a run: the user it acts for); an API key is in none, so it sees nothing a policy guards.
+    const user = actingUser(principal);
+    const mine = new Set(user ? (await this.identity.groupsOf(user.userId, dataset.org_id)).map((g) => g.id) : []);
     const applicable = policies.filter((p) => mine.has(p.groupId));
     if (applicable.length === 0) return { condition: NOTHING, key: 'none' };
     return { condition: sql<boolean>`(${sql.join(applicable.map((p) => p.condition), sql` or `)})`, key: `policies:${applicable.map((p) => p.id).join(',')}` };

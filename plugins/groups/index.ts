@@ -35,7 +35,7 @@ export default definePlugin({
           responses: { 201: { description: 'The group', schema: s.groupSchema } },
           handler: async ({ body, orgId, audit }) => {
             requireGrantable(body.capabilities);
-            const group = await groups.create(orgId!, body);
+            const group = await groups.create(orgId, body);
             await audit.record({ action: 'group.create', targetType: 'group', targetId: group.id, details: { name: group.name, capabilities: group.capabilities } });
             return reply(201, group);
           },
@@ -47,7 +47,7 @@ export default definePlugin({
           summary: 'Groups of the current organization',
           capability: 'groups.read',
           responses: { 200: { description: 'Groups', schema: z.array(s.groupSchema) } },
-          handler: ({ orgId }) => groups.list(orgId!),
+          handler: ({ orgId }) => groups.list(orgId),
         }),
         defineRoute({
           ...base,
@@ -57,7 +57,7 @@ export default definePlugin({
           capability: 'groups.read',
           request: { params: groupIdParams },
           responses: { 200: { description: 'The group', schema: s.groupSchema } },
-          handler: ({ params, orgId }) => groups.get(orgId!, params.id as number),
+          handler: ({ params, orgId }) => groups.get(orgId, params.id),
         }),
         defineRoute({
           ...base,
@@ -74,8 +74,8 @@ export default definePlugin({
           responses: { 200: { description: 'The group', schema: s.groupSchema } },
           handler: async ({ params, body, orgId, audit }) => {
             requireGrantable(body.capabilities);
-            const before = await groups.get(orgId!, params.id as number);
-            const after = await groups.update(orgId!, params.id as number, body);
+            const before = await groups.get(orgId, params.id);
+            const after = await groups.update(orgId, params.id, body);
             await audit.record({
               action: body.capabilities ? 'group.capabilities.change' : 'group.update',
               targetType: 'group',
@@ -94,8 +94,8 @@ export default definePlugin({
           request: { params: groupIdParams },
           responses: { 204: { description: 'Deleted' } },
           handler: async ({ params, orgId, audit }) => {
-            const group = await groups.get(orgId!, params.id as number);
-            await groups.remove(orgId!, group.id);
+            const group = await groups.get(orgId, params.id);
+            await groups.remove(orgId, group.id);
             await audit.record({ action: 'group.delete', targetType: 'group', targetId: group.id, details: { name: group.name, capabilities: group.capabilities } });
             return reply(204);
           },
@@ -108,7 +108,7 @@ export default definePlugin({
           capability: 'groups.read',
           request: { params: groupIdParams },
           responses: { 200: { description: 'Members', schema: z.array(z.object({ user_id: z.number().int(), username: z.string() })) } },
-          handler: ({ params, orgId }) => groups.members(orgId!, params.id as number),
+          handler: ({ params, orgId }) => groups.members(orgId, params.id),
         }),
         defineRoute({
           ...base,
@@ -119,9 +119,9 @@ export default definePlugin({
           request: { params: groupIdParams, body: z.object({ user_id: z.number().int().positive() }) },
           responses: { 201: { description: 'Added', schema: z.object({ group_id: z.number().int(), user_id: z.number().int() }) } },
           handler: async ({ params, body, orgId, audit }) => {
-            await groups.addMember(orgId!, params.id as number, body.user_id);
-            await audit.record({ action: 'group.member.add', targetType: 'group', targetId: params.id as number, details: { user_id: body.user_id } });
-            return reply(201, { group_id: params.id as number, user_id: body.user_id });
+            await groups.addMember(orgId, params.id, body.user_id);
+            await audit.record({ action: 'group.member.add', targetType: 'group', targetId: params.id, details: { user_id: body.user_id } });
+            return reply(201, { group_id: params.id, user_id: body.user_id });
           },
         }),
         defineRoute({
@@ -133,7 +133,7 @@ export default definePlugin({
           request: { params: memberParams },
           responses: { 204: { description: 'Removed' } },
           handler: async ({ params, orgId, audit }) => {
-            await groups.removeMember(orgId!, params.id, params.user_id);
+            await groups.removeMember(orgId, params.id, params.user_id);
             await audit.record({ action: 'group.member.remove', targetType: 'group', targetId: params.id, details: { user_id: params.user_id } });
             return reply(204);
           },

@@ -29,7 +29,7 @@ export default definePlugin({
         security: 'bearer',
         responses: { 200: { description: 'You', schema: meSchema } },
         handler: ({ principal, orgId }) => {
-          const { userId, tokenId, via, capabilities } = principal!;
+          const { userId, tokenId, via, capabilities } = principal;
           return identity.derived(`me:${userId}:${orgId}:${tokenId}`, capabilities, async () => {
             const answer: z.input<typeof meSchema> = {
               user: (await identity.user(userId))!,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, reply, type Principal } from '../../kernel/plugin-api.ts';
+import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, reply, type UserPrincipal } from '../../kernel/plugin-api.ts';
 
 const orgIdParams = s.idParam('id');
 const memberSchema = z.object({ user_id: z.number().int(), username: z.string(), email: z.string(), role: z.string(), joined_at: z.string() }).meta({ id: 'OrganizationMember' });
@@ -9,13 +9,13 @@ export default definePlugin({
   deps: { organizations: kernelServices.organizations, groups: kernelServices.groups },
   init: ({ organizations, groups }) => {
     /** Members see their organization; anyone else is told it does not exist. */
-    const visible = async (principal: Principal, id: number) => {
+    const visible = async (principal: UserPrincipal, id: number) => {
       const org = await organizations.get(id);
       if (!org || (!principal.isPlatformAdmin && !(await organizations.isMember(id, principal.userId)))) throw problems.notFound(`no organization ${id}`);
       return org;
     };
     /** Member management needs org.admin in *that* organization (or a platform admin). */
-    const administer = async (principal: Principal, id: number) => {
+    const administer = async (principal: UserPrincipal, id: number) => {
       await visible(principal, id);
       if (principal.isPlatformAdmin) return;
       const held = new Set(await groups.capabilitiesOf(principal.userId, id));
@@ -33,7 +33,7 @@ export default definePlugin({
           request: { body: z.object({ name: z.string().trim().min(1).max(200) }) },
           responses: { 201: { description: 'The organization', schema: s.organizationSchema } },
           handler: async ({ body, principal, audit }) => {
-            const org = await organizations.create(body.name, principal!.userId);
+            const org = await organizations.create(body.name, principal.userId);
             await audit.record({ action: 'organization.create', targetType: 'organization', targetId: org.id, orgId: org.id, details: { name: org.name } });
             return reply(201, org);
           },
@@ -44,7 +44,7 @@ export default definePlugin({
           summary: 'Organizations you belong to',
           security: 'bearer',
           responses: { 200: { description: 'Organizations', schema: z.array(s.organizationSchema) } },
-          handler: ({ principal }) => organizations.list(principal!.userId),
+          handler: ({ principal }) => organizations.list(principal.userId),
         }),
         defineRoute({
           method: 'get',
@@ -53,7 +53,7 @@ export default definePlugin({
           security: 'bearer',
           request: { params: orgIdParams },
           responses: { 200: { description: 'The organization', schema: s.organizationSchema } },
-          handler: ({ params, principal }) => visible(principal!, params.id as number),
+          handler: ({ params, principal }) => visible(principal, params.id),
         }),
         defineRoute({
           method: 'get',
@@ -63,8 +63,8 @@ export default definePlugin({
           request: { params: orgIdParams },
           responses: { 200: { description: 'Members', schema: z.array(memberSchema) } },
           handler: async ({ params, principal }) => {
-            await visible(principal!, params.id as number);
-            return organizations.members(params.id as number);
+            await visible(principal, params.id);
+            return organizations.members(params.id);
           },
         }),
         defineRoute({
@@ -75,9 +75,9 @@ export default definePlugin({
           request: { params: orgIdParams, body: z.object({ user_id: z.number().int().positive() }) },
           responses: { 201: { description: 'Added', schema: z.object({ org_id: z.number().int(), user_id: z.number().int() }) } },
           handler: async ({ params, body, principal, audit }) => {
-            const id = params.id as number;
-            await administer(principal!, id);
-            await organizations.addMember(id, body.user_id, { homeOnly: !principal!.isPlatformAdmin });
+            const id = params.id;
+            await administer(principal, id);
+            await organizations.addMember(id, body.user_id, { homeOnly: !principal.isPlatformAdmin });
             await audit.record({ action: 'organization.member.add', targetType: 'user', targetId: body.user_id, orgId: id });
             return reply(201, { org_id: id, user_id: body.user_id });
           },
@@ -90,7 +90,7 @@ export default definePlugin({
           request: { params: z.object({ id: s.pathId, user_id: s.pathId }) },
           responses: { 204: { description: 'Removed' } },
           handler: async ({ params, principal, audit }) => {
-            await administer(principal!, params.id);
+            await administer(principal, params.id);
             await organizations.removeMember(params.id, params.user_id);
             await audit.record({ action: 'organization.member.remove', targetType: 'user', targetId: params.user_id, orgId: params.id });
             return reply(204);

@@ -49,7 +49,7 @@ export default definePlugin({
           request: { body: z.object({ key: projectKey, name: z.string().trim().min(1).max(200), description: z.string().max(5000).nullable().optional() }) },
           responses: { 201: { description: 'The project', schema: projectSchema } },
           handler: async ({ body, orgId, principal, audit }) => {
-            const project = await projects.create(orgId!, body, principal!.userId);
+            const project = await projects.create(orgId, body, principal.userId);
             await audit.record({ action: 'project.create', targetType: 'project', targetId: project.id, details: { key: project.key } });
             return reply(201, project);
           },
@@ -70,7 +70,7 @@ export default definePlugin({
           responses: {
             200: { description: 'A page of projects', schema: z.object({ items: z.array(projectSchema), total: z.number().int(), limit: z.number().int(), offset: z.number().int() }) },
           },
-          handler: async ({ query, orgId }) => ({ ...(await projects.list(orgId!, query)), limit: query.limit, offset: query.offset }),
+          handler: async ({ query, orgId }) => ({ ...(await projects.list(orgId, query)), limit: query.limit, offset: query.offset }),
         }),
         defineRoute({
           ...base,
@@ -80,7 +80,7 @@ export default definePlugin({
           capability: 'projects.read',
           request: { params: idParams },
           responses: { 200: { description: 'The project', schema: projectSchema } },
-          handler: ({ params, orgId }) => projects.get(orgId!, params.id as number),
+          handler: ({ params, orgId }) => projects.get(orgId, params.id),
         }),
         defineRoute({
           ...base,
@@ -96,7 +96,7 @@ export default definePlugin({
           },
           responses: { 200: { description: 'The project', schema: projectSchema } },
           handler: async ({ params, body, orgId, audit }) => {
-            const project = await projects.update(orgId!, params.id as number, body);
+            const project = await projects.update(orgId, params.id, body);
             await audit.record({ action: 'project.update', targetType: 'project', targetId: project.id, details: { changes: Object.keys(body) } });
             return project;
           },
@@ -110,12 +110,12 @@ export default definePlugin({
           request: { params: idParams },
           responses: { 204: { description: 'Deleted' } },
           handler: async ({ params, orgId, audit }) => {
-            await projects.get(orgId!, params.id as number);
+            await projects.get(orgId, params.id);
             for (const guard of deleteGuards) {
-              const reason = await guard(orgId!, params.id as number);
+              const reason = await guard(orgId, params.id);
               if (reason) throw problems.conflict(`project ${params.id} cannot be deleted: ${reason}`);
             }
-            const project = await projects.remove(orgId!, params.id as number);
+            const project = await projects.remove(orgId, params.id);
             await audit.record({ action: 'project.delete', targetType: 'project', targetId: project.id, details: { key: project.key } });
             return reply(204);
           },

@@ -117,7 +117,7 @@ export default definePlugin({
                 .meta({ id: 'SqlResult' }),
             },
           },
-          handler: ({ body, orgId, principal, audit }) => execute(body, orgId!, principal!, audit),
+          handler: ({ body, orgId, principal, audit }) => execute(body, orgId, principal, audit),
         }),
       ],
     };

@@ -150,7 +150,7 @@ export default definePlugin({
           summary: 'Profile of a dataset: per column counts, nulls, distinct, range, mean, stddev, quartiles, top values, histogram',
           request: { params: s.idParam('id') },
           responses: { 200: { description: 'The profile', schema: datasetProfileSchema } },
-          handler: ({ params, orgId, principal }) => view(orgId!, params.id as number, principal!),
+          handler: ({ params, orgId, principal }) => view(orgId, params.id, principal),
         }),
         defineRoute({
           ...base,
@@ -160,7 +160,7 @@ export default definePlugin({
           request: { params: z.object({ id: s.pathId, column: z.string().min(1) }) },
           responses: { 200: { description: 'The column profile', schema: columnProfileSchema } },
           handler: async ({ params, orgId, principal }) => {
-            const profile = await view(orgId!, params.id, principal!);
+            const profile = await view(orgId, params.id, principal);
             const column = profile.columns.find((c) => c.name === params.column);
             if (!column) throw problems.notFound(`dataset ${params.id} has no column "${params.column}"`);
             return column;

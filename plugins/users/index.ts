@@ -80,7 +80,7 @@ export default definePlugin({
           capability: 'users.manage',
           request: { params: userIdParams },
           responses: { 200: { description: 'The user', schema: s.userSchema } },
-          handler: async ({ params }) => toPublicUser(await users.require(params.user_id as number)),
+          handler: async ({ params }) => toPublicUser(await users.require(params.user_id)),
         }),
         defineRoute({
           method: 'patch',
@@ -96,8 +96,8 @@ export default definePlugin({
           },
           responses: { 200: { description: 'The updated user', schema: s.userSchema } },
           handler: async ({ params, body, principal, audit }) => {
-            const id = params.user_id as number;
-            if (id === principal!.userId && (body.is_active === false || (body.role && body.role !== principal!.role))) {
+            const id = params.user_id;
+            if (id === principal.userId && (body.is_active === false || (body.role && body.role !== principal.role))) {
               throw problems.conflict('you cannot deactivate yourself or change your own role');
             }
             await requireOrganization(body.default_org_id);
@@ -117,8 +117,8 @@ export default definePlugin({
           request: { params: userIdParams },
           responses: { 200: { description: 'The deactivated user', schema: s.userSchema } },
           handler: async ({ params, principal, audit }) => {
-            const id = params.user_id as number;
-            if (id === principal!.userId) throw problems.conflict('you cannot deactivate yourself');
+            const id = params.user_id;
+            if (id === principal.userId) throw problems.conflict('you cannot deactivate yourself');
             await users.require(id);
             const user = await users.update(id, { is_active: false });
             await audit.record({ action: 'user.deactivate', targetType: 'user', targetId: id });
@@ -134,7 +134,7 @@ export default definePlugin({
           request: { params: userIdParams },
           responses: { 202: { description: 'Temporary password e-mailed', schema: s.statusMessageSchema } },
           handler: async ({ params, audit }) => {
-            const user = await users.require(params.user_id as number);
+            const user = await users.require(params.user_id);
             const password = randomPassword();
             await users.setPassword(user.id, password, true);
             await audit.record({ action: 'user.password.reset_by_admin', targetType: 'user', targetId: user.id });
