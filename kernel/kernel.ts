@@ -90,11 +90,11 @@ export class Kernel {
     };
     const rateLimitStore = settings.RATE_LIMIT_STORE === 'database' ? new DatabaseRateLimitStore(this.storage) : new MemoryRateLimitStore();
     const rateLimits = new RateLimits(rateLimitStore);
-    const apiKeys = new ApiKeyAuthenticators();
     this.runPrincipals = new RunPrincipals(identity, () => this.registry.current.capabilities);
     const vault = new Vault(this.secrets.vaultKey);
     const outbound = new OutboundHttp(settings.OUTBOUND_ALLOWED_HOSTS, settings.OUTBOUND_TIMEOUT_MS);
     const enablement = new PluginEnablement(this.storage, (id) => this.registry.manifestOf(id));
+    const apiKeys = new ApiKeyAuthenticators((pluginId, orgId) => enablement.isEnabled(pluginId, orgId));
 
     const services: Record<string, (pluginId: string) => unknown> = {
       [kernelServices.config.id]: () => Object.freeze({ ...settings }),

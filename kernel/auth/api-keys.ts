@@ -74,6 +74,9 @@ const unauthorized = (detail: string) => new HttpProblem(401, detail);
 export class ApiKeyAuthenticators {
   private readonly installed: Contribution<ApiKeyAuthenticator>[] = [];
 
+  /** `isEnabled`: whether a plugin serves an organization; an authenticator's grant holds only where its plugin does. */
+  constructor(private readonly isEnabled: (pluginId: string, orgId: number) => boolean | Promise<boolean>) {}
+
   /** The extension point's owner side: installs a contribution; the disposable withdraws exactly it. */
   accept = (contribution: Contribution<ApiKeyAuthenticator>): Disposable => {
     this.installed.push(contribution);
@@ -96,6 +99,7 @@ export class ApiKeyAuthenticators {
       const grant = await authenticator.authenticate(key, request);
       if (!grant) continue;
       const principal = principalOf(grant, pluginId, catalogue);
+      if (!(await this.isEnabled(pluginId, principal.orgId))) continue;
       if (orgId !== undefined && orgId !== principal.orgId) throw problems.forbidden(`organization ${orgId} does not exist or this API key does not belong to it`);
       return principal;
     }

@@ -79,7 +79,8 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
       return andThen(deps.authorizer.authorize(route, ctx.req.headers, state), ({ principal, orgId }) => {
         state.principal = principal;
         state.orgId = orgId ?? undefined;
-        if (!route.orgScoped || orgId === null) return receive(ctx, state);
+        // An apiKey route always works in the key's organization: it is org-scoped whether it says so or not.
+        if ((!route.orgScoped && route.security !== 'apiKey') || orgId === null) return receive(ctx, state);
         return andThen(deps.enablement.isEnabled(plugin.id, orgId), (enabled) => {
           // Answered as a path nobody serves, before the handler: nothing tells whether the resource exists.
           if (!enabled) throw notServed(ctx);

@@ -27,7 +27,7 @@ export function organizationRoutes(enablement: PluginEnablementService, organiza
       request: { params },
       responses: { 200: { description: 'The organization\u2019s switch for the plugin', schema: organizationSettingSchema } },
       handler: async ({ params, principal, orgId }) => {
-        await reachable(principal!, orgId!, params.org_id);
+        await reachable(principal, orgId, params.org_id);
         return enablement.setting(params.id, params.org_id);
       },
     }),
@@ -43,9 +43,9 @@ export function organizationRoutes(enablement: PluginEnablementService, organiza
       request: { params, body: z.object({ enabled: z.boolean() }).strict() },
       responses: { 200: { description: 'The organization\u2019s switch for the plugin, as changed', schema: organizationSettingSchema } },
       handler: async ({ params, body, principal, orgId, audit }) => {
-        await reachable(principal!, orgId!, params.org_id);
+        await reachable(principal, orgId, params.org_id);
         const before = await enablement.setting(params.id, params.org_id);
-        const after = await enablement.set(params.id, params.org_id, body.enabled, principal!.userId);
+        const after = await enablement.set(params.id, params.org_id, body.enabled, principal.userId);
         await audit.record({ action: 'plugin.organization.update', targetType: 'plugin', targetId: params.id, orgId: params.org_id, details: { enabled: after.enabled, was_enabled: before.enabled } });
         return after;
       },

@@ -290,6 +290,19 @@ describe.each(DIALECTS)('data API keys through a plugin\u2019s authenticator (%s
     });
   });
 
+  it('offers an authenticator only in the organizations its plugin serves, and an apiKey route only there', async () => {
+    const switchPlugin = async (id: string, orgId: number, enabled: boolean) =>
+      expect((await t.request('PUT', `/api/plugins/${id}/organizations/${orgId}`, { body: { enabled } })).status).toBe(200);
+    await switchPlugin('keyring', orgB, false);
+    expect((await t.request('GET', '/api/keyless', withKey(keyB.key))).status).toBe(401);
+    expect((await t.request('GET', '/api/keyless', withKey(keyA.key))).status).toBe(200);
+    await switchPlugin('keyring', orgB, true);
+    await switchPlugin('keyless', 1, false);
+    expect((await t.request('GET', '/api/keyless', withKey(keyA.key))).status).toBe(404);
+    expect((await t.request('GET', '/api/keyless', withKey(keyB.key))).status).toBe(200);
+    await switchPlugin('keyless', 1, true);
+  });
+
   it('refuses a second authenticator with the same id and a malformed one; the first keeps serving', async () => {
     const files = [
       writePlugin(second.dir, 'keyring-copy', CONTRIBUTOR, { kind: 'extension', description: 'duplicate' }),

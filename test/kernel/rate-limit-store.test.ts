@@ -16,7 +16,7 @@ describe.each(DIALECTS)('rate-limit counters shared through the database (%s)', 
   let peer: Awaited<ReturnType<TestKernel['peer']>>;
   beforeAll(async () => {
     // On Postgres the database store is the default; SQLite names it (one file, shared by both kernels here).
-    const store = dialect === 'postgres' ? {} : { RATE_LIMIT_STORE: 'database' };
+    const store: Record<string, string> = dialect === 'postgres' ? {} : { RATE_LIMIT_STORE: 'database' };
     t = await startTestKernel({ dialect, env: { PAT_RATE_LIMIT_PER_MIN: String(LIMIT), ...store } });
     peer = await t.peer();
   });
