@@ -39,6 +39,9 @@ export interface RunnerSettings {
   leaseMs: number;
 }
 
+/** A wake (a cancel is one) checks running items for cancel requests at most this often. */
+const CANCEL_CHECK_MS = 200;
+
 interface Running {
   item: WorkItem;
   handler: WorkHandler;
@@ -61,6 +64,8 @@ export class WorkRunner {
   private polling: Promise<void> | undefined;
   private again = false;
   private stopped = true;
+  private lastReclaimMs = 0;
+  private lastHeartbeatMs = 0;
   private unlisten: (() => Promise<void>) | undefined;
 
   constructor(
@@ -128,8 +133,15 @@ export class WorkRunner {
 
   private async poll(): Promise<void> {
     const now = this.storage.now();
-    if ((await this.store.reclaimExpired(now)) > 0) this.again = true;
-    await this.heartbeat();
+    const nowMs = Date.now();
+    // Wakes come with every enqueue and every finished item: the bookkeeping that does not need
+    // them runs at most once per interval, so a burst of work costs claims, not sweeps.
+    if (nowMs - this.lastReclaimMs >= this.settings.pollMs) {
+      this.lastReclaimMs = nowMs;
+      if ((await this.store.reclaimExpired(now)) > 0) this.again = true;
+    }
+    if (nowMs - this.lastHeartbeatMs >= CANCEL_CHECK_MS) await this.heartbeat();
+    if (this.running.size >= this.settings.concurrency) return;
     const kinds = [...this.handlers.keys()];
     for (const orgId of await this.store.dueGroups(kinds, now)) {
       const free = this.settings.concurrency - this.running.size;
@@ -195,6 +207,7 @@ export class WorkRunner {
 
   /** Renews the leases of running items; aborts those cancelled or taken over. */
   private async heartbeat(): Promise<void> {
+    this.lastHeartbeatMs = Date.now();
     if (this.running.size === 0) return;
     const leaseUntil = new Date(Date.now() + this.settings.leaseMs).toISOString();
     let held: Map<number, boolean>;

@@ -151,6 +151,7 @@ export class WorkStore {
   async claim(owner: string, kinds: string[], orgId: number | null, count: number, orgLimit: number, now: string, leaseUntil: string): Promise<WorkItem[]> {
     const { storage } = this;
     return storage.transaction(async (trx) => {
+      await storage.commitLazily(trx); // a claim lost in a crash was never started: the item is simply claimed again
       const ofOrg = <Q extends { where: (...args: any[]) => Q }>(query: Q): Q => (orgId === null ? query.where('org_id', 'is', null) : query.where('org_id', '=', orgId));
       const running = await ofOrg(trx.selectFrom(TABLE).select((eb) => eb.fn.countAll().as('n')).where('status', '=', 'running')).executeTakeFirstOrThrow();
       const room = Math.min(count, orgLimit - Number(running.n));
@@ -195,14 +196,18 @@ export class WorkStore {
   async finish(owner: string, item: WorkItem, outcome: { status: 'succeeded'; result: unknown } | { status: 'failed' | 'cancelled'; reason: WorkEndReason; error: string | null }): Promise<void> {
     const { storage } = this;
     const now = storage.now();
-    const held = this.storage.db.updateTable(TABLE).where('id', '=', item.id).where('lease_owner', '=', owner).where('status', '=', 'running');
-    if (outcome.status === 'succeeded') {
-      await held.set({ status: 'succeeded', result: storage.encodeJson(outcome.result ?? null), reason: null, error: null, lease_owner: null, lease_expires_at: null, finished_at: now }).execute();
-    } else if (outcome.reason === 'error' && item.attempts < item.max_attempts) {
-      await held.set({ status: 'queued', error: outcome.error, lease_owner: null, lease_expires_at: null, run_after: new Date(Date.now() + backoffMs(item.attempts)).toISOString() }).execute();
-    } else {
-      await held.set({ status: outcome.status, reason: outcome.reason, error: outcome.error, lease_owner: null, lease_expires_at: null, finished_at: now }).execute();
-    }
+    const values =
+      outcome.status === 'succeeded'
+        ? { status: 'succeeded', result: storage.encodeJson(outcome.result ?? null), reason: null, error: null, finished_at: now }
+        : outcome.reason === 'error' && item.attempts < item.max_attempts
+          ? { status: 'queued', error: outcome.error, run_after: new Date(Date.now() + backoffMs(item.attempts)).toISOString() }
+          : { status: outcome.status, reason: outcome.reason, error: outcome.error, finished_at: now };
+    await storage.transaction(async (trx) => {
+      // An outcome lost in a database crash leaves the item running under an expired lease: it is
+      // then retried or ends lost, as if this instance had died before recording it.
+      await storage.commitLazily(trx);
+      await trx.updateTable(TABLE).set({ ...values, lease_owner: null, lease_expires_at: null }).where('id', '=', item.id).where('lease_owner', '=', owner).where('status', '=', 'running').execute();
+    });
   }
 
   /** Hands an item back to the queue as if it had not started (its instance is stopping or its plugin unloading). */
