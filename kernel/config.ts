@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { isSupportedDatabaseUrl } from '../storage/index.ts';
+import { isSupportedDatabaseUrl, LONG_READ_DEFAULTS } from '../storage/index.ts';
 
 const integer = (fallback: number, min = 0) => z.coerce.number().int().min(min).default(fallback);
 const list = (fallback = '') =>
@@ -59,6 +59,9 @@ export const settingsSchema = z.object({
   OUTBOUND_ALLOWED_HOSTS: list(),
   OUTBOUND_TIMEOUT_MS: integer(10_000, 1),
   DATA_QUALITY_TIMEOUT_MS: z.coerce.number().int().min(1).max(300_000).default(30_000),
+  /** Long reads (profiles, exports, pages of rows, quality runs) running at once: SQLite's read threads, Postgres connections. */
+  READ_WORKERS: integer(LONG_READ_DEFAULTS.workers, 1),
+  READ_WORKERS_PER_ORGANIZATION: integer(LONG_READ_DEFAULTS.perOrganization, 1),
   PAT_MAX_PER_USER: integer(20, 1),
   PAT_RATE_LIMIT_PER_MIN: integer(0),
   API_KEY_RATE_LIMIT_PER_MIN: integer(0),

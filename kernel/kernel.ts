@@ -66,7 +66,11 @@ export class Kernel {
     const { settings } = options;
     this.logger = options.logger ?? createLogger(settings.LOG_LEVEL);
     this.secrets = resolveSecrets(settings);
-    this.storage = openStorage(settings.DATABASE_URL, settings.DATA_DIR, { secretKey: this.secrets.vaultKey });
+    this.storage = openStorage(settings.DATABASE_URL, settings.DATA_DIR, {
+      secretKey: this.secrets.vaultKey,
+      readWorkers: settings.READ_WORKERS,
+      readWorkersPerOrganization: settings.READ_WORKERS_PER_ORGANIZATION,
+    });
     this.migrator = new Migrator(this.storage);
     this.jwt = { secret: this.secrets.jwtSecret, algorithm: settings.JWT_ALGORITHM, expireMinutes: settings.JWT_EXPIRE_MINUTES };
 

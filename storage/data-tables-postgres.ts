@@ -3,6 +3,7 @@ import { finished } from 'node:stream/promises';
 import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { sql } from 'kysely';
+import { profilePostgres } from './column-profile-postgres.ts';
 import { QueryTimeoutError } from './read-only-query.ts';
 import type { PostgresTableClaims } from './table-claims-postgres.ts';
 import { ROW_ID, batchSize, inlineParameters, insertStatement, quoteIdentifier, sqlLiteral, type DataColumn, type DataColumnType, type DataTables, type RowWriter } from './data-tables.ts';
@@ -167,4 +168,5 @@ export const createPostgresDataTables = (pool: pg.Pool, claims: PostgresTableCla
   decode(_type, value) {
     return value === undefined ? null : value;
   },
+  profile: profilePostgres,
 });

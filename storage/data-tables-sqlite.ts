@@ -1,6 +1,7 @@
 import path from 'node:path';
 import type Database from 'better-sqlite3';
 import { sql } from 'kysely';
+import { profileSqlite } from './column-profile-sqlite.ts';
 import { compileRegexp } from './sqlite-regexp.mjs';
 import { ROW_ID, inlineParameters, quoteIdentifier as quote, sqlLiteral, type DataColumn, type DataColumnType, type DataTables } from './data-tables.ts';
 
@@ -123,6 +124,7 @@ export const createSqliteDataTables = (database: Database.Database): DataTables 
     }
   },
   withStatementTimeout: (db, _timeoutMs, work) => work(db),
+  profile: profileSqlite,
   decode(type, value) {
     if (value === null || value === undefined) return null;
     if (type === 'json') return JSON.parse(value as string);

@@ -1,4 +1,5 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
+import type { ColumnStatistics } from './column-profile.ts';
 
 /** Column types of dataset tables (issue: string, integer, number, boolean, date, timestamp, json). */
 export const DATA_COLUMN_TYPES = ['string', 'integer', 'number', 'boolean', 'date', 'timestamp', 'json'] as const;
@@ -45,6 +46,13 @@ export interface DataTables {
   dropUnclaimed(db: Kysely<any>, isCandidate: (table: string) => boolean): Promise<string[]>;
   /** Turns a stored value back into its API value (booleans, JSON and dates differ per dialect). */
   decode(type: DataColumnType, value: unknown): unknown;
+  /**
+   * The profile of each column (counts, distinct values, range, mean, standard deviation,
+   * quartiles, top values, histogram; see `ColumnStatistics`) over the rows of `source` (a table
+   * or a subquery), in as few reads of the rows as the dialect allows. Its statements go through
+   * `db`, several at once: give it `Storage.longReads`.
+   */
+  profile(db: Kysely<any>, source: RawBuilder<unknown>, columns: DataColumn[]): Promise<ColumnStatistics[]>;
   /**
    * A condition true when `expression` (text) matches the regular expression `pattern` somewhere.
    * The flavour is the engine's: RE2 on SQLite (linear time, no backreferences or lookaround),

@@ -3,7 +3,10 @@ import { Kysely, PostgresDialect, sql, type CreateTableBuilder } from 'kysely';
 import { changeEvents, checkCounterName, CREATE_COUNTERS_TABLE, isLastCounterGone, FreshSharedRead } from './change-counters.ts';
 import { quoteIdentifier } from './data-tables.ts';
 import { createPostgresDataTables } from './data-tables-postgres.ts';
+import { kyselyOver, LONG_READ_DEFAULTS, withTurns } from './long-reads.ts';
 import { isPostgresConnectionLost, superviseConnections } from './postgres-connections.ts';
+import { postgresLongReads } from './postgres-long-reads.ts';
+import { ReadTurns } from './read-turns.ts';
 import { PostgresTableClaims } from './table-claims-postgres.ts';
 import { PostgresGovernedRunner } from './postgres-governed.ts';
 import { parsePostgresGovernedSelect } from './postgres-select.ts';
@@ -44,9 +47,14 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
   // end the process: the statement fails, pg drops the client and the next query opens a new one.
   const connections = superviseConnections(pool);
   const claims = new PostgresTableClaims(pool.options);
-  const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
+  const dialect = new PostgresDialect({ pool });
+  const db = new Kysely<any>({ dialect });
   /** Set once shutdown stops the running statements. */
   let stopping = false;
+  const longReadDriver = postgresLongReads(pool, () => stopping);
+  const readers = options.readWorkers ?? LONG_READ_DEFAULTS.workers;
+  // Long reads take at most this many of the pool's connections: the others stay for short requests.
+  const turns = new ReadTurns(readers, Math.min(readers, options.readWorkersPerOrganization ?? LONG_READ_DEFAULTS.perOrganization));
   const governed = new PostgresGovernedRunner(pool, connectionString, options.secretKey, poolTypes);
   const counterReads = new Map<string, FreshSharedRead<number>>();
   const readCounter = async (counter: string) => {
@@ -59,6 +67,7 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
     db,
     description: redactUrl(connectionString),
     dataTables: createPostgresDataTables(pool, claims),
+    longReads: (orgId, readOptions) => kyselyOver(dialect, withTurns(longReadDriver(readOptions?.timeoutMs), turns, orgId)),
     types: { json: 'jsonb', timestamp: 'timestamptz', text: 'text', integer: 'integer', bigint: 'bigint', boolean: 'boolean', double: 'double precision' },
     addIdColumn<TB extends string, C extends string>(table: CreateTableBuilder<TB, C>, name = 'id') {
       return table.addColumn(name, 'integer', (col) => col.primaryKey().generatedByDefaultAsIdentity()) as CreateTableBuilder<TB, C>;

@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { asBoolean, bindAll, booleanColumns } from './sqlite-portable-values.mjs';
 import { endsOrMakesWrite, type WriteClock } from './sqlite-write-clock.ts';
 
 /**
@@ -37,18 +38,12 @@ function bindNative(target: object, property: string | symbol): unknown {
   return typeof value === 'function' ? value.bind(target) : value;
 }
 
-const bindable = (value: unknown) => (typeof value === 'boolean' ? (value ? 1 : 0) : value instanceof Date ? value.toISOString() : value);
-// Kysely passes the parameters as one array; direct callers may pass them one by one.
-const bindAll = (params: unknown[]) => params.map((p) => (Array.isArray(p) ? p.map(bindable) : bindable(p)));
-
 function portableStatement(statement: Database.Statement, writes: WriteClock | null): Database.Statement {
-  const booleanColumns = statement.reader
-    ? statement.columns().filter((c) => c.type?.toLowerCase() === 'boolean').map((c) => c.name)
-    : [];
+  const booleans = booleanColumns(statement).map((c) => c.name);
   const decode = (row: unknown) => {
-    if (!booleanColumns.length || row === undefined || row === null) return row;
+    if (!booleans.length || row === undefined || row === null) return row;
     const record = row as Record<string, unknown>;
-    for (const name of booleanColumns) if (typeof record[name] === 'number') record[name] = record[name] !== 0;
+    for (const name of booleans) record[name] = asBoolean(record[name]);
     return record;
   };
   return new Proxy(statement, {

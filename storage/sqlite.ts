@@ -5,12 +5,15 @@ import { Kysely, SqliteDialect, sql, type CreateTableBuilder } from 'kysely';
 import { changeEvents, checkCounterName, CREATE_COUNTERS_TABLE, isLastCounterGone } from './change-counters.ts';
 import { quoteIdentifier } from './data-tables.ts';
 import { createSqliteDataTables, physical } from './data-tables-sqlite.ts';
+import { kyselyOver, LONG_READ_DEFAULTS, LongReadStoppedError, withTurns } from './long-reads.ts';
+import { ReadTurns } from './read-turns.ts';
 import { parseSqliteGovernedSelect } from './select-statement.ts';
+import { SqliteReadPool } from './sqlite-read-pool.ts';
 import { SqliteReadOnlyRunner } from './sqlite-read-only.ts';
 import { registerRegexp } from './sqlite-regexp.mjs';
 import { withPortableValues } from './sqlite-values.ts';
 import { CachedCounterRead, WriteClock } from './sqlite-write-clock.ts';
-import type { Storage, TableSnapshot } from './types.ts';
+import type { Storage, StorageOptions, TableSnapshot } from './types.ts';
 
 const BUSY_TIMEOUT_MS = 5000;
 
@@ -30,7 +33,7 @@ function restrictDatabaseFiles(file: string) {
 }
 
 /** SQLite adapter over better-sqlite3: WAL journal, foreign keys enforced, a busy timeout. */
-export function openSqliteStorage(file: string): Storage {
+export function openSqliteStorage(file: string, options: StorageOptions = {}): Storage {
   if (file !== ':memory:') restrictDatabaseFiles(file);
   const database = new Database(file);
   database.pragma('journal_mode = WAL');
@@ -41,7 +44,12 @@ export function openSqliteStorage(file: string): Storage {
   database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   registerRegexp(database);
   const writes = WriteClock.of(file);
-  const db = new Kysely<any>({ dialect: new SqliteDialect({ database: withPortableValues(database, writes) }) });
+  const dialect = new SqliteDialect({ database: withPortableValues(database, writes) });
+  const db = new Kysely<any>({ dialect });
+  // A database in memory has no file another connection could open: its long reads stay on `db`.
+  const reads = file === ':memory:' ? null : new SqliteReadPool(file);
+  const workers = options.readWorkers ?? LONG_READ_DEFAULTS.workers;
+  const turns = new ReadTurns(workers, Math.min(workers, options.readWorkersPerOrganization ?? LONG_READ_DEFAULTS.perOrganization));
   const readOnly = new SqliteReadOnlyRunner(file, physical);
   const counterReads = new Map<string, CachedCounterRead>();
 
@@ -49,6 +57,7 @@ export function openSqliteStorage(file: string): Storage {
     db,
     description: `sqlite:${file}`,
     dataTables: createSqliteDataTables(database),
+    longReads: (orgId, readOptions) => (reads ? kyselyOver(dialect, withTurns(reads.driver(readOptions?.timeoutMs), turns, orgId)) : db),
     types: { json: 'text', timestamp: 'text', text: 'text', integer: 'integer', bigint: 'integer', boolean: 'boolean', double: 'real' },
     addIdColumn<TB extends string, C extends string>(table: CreateTableBuilder<TB, C>, name = 'id') {
       return table.addColumn(name, 'integer', (col) => col.primaryKey().autoIncrement()) as CreateTableBuilder<TB, C>;
@@ -133,15 +142,19 @@ export function openSqliteStorage(file: string): Storage {
     // Governed SQL needs no role on SQLite: its compiled statements are checked.
     governedSqlRoleStatements: async () => [],
     isUniqueViolation: (err) => /^SQLITE_CONSTRAINT_(UNIQUE|PRIMARYKEY)$/.test(String((err as { code?: unknown })?.code)),
-    // An embedded file: no connection to lose.
-    isConnectionLost: () => false,
+    // An embedded file: no connection to lose; a long read stopped by shutdown did not fail on its own account.
+    isConnectionLost: (err) => err instanceof LongReadStoppedError,
     async ping() {
       await sql`select 1`.execute(db);
     },
-    // Statements on this connection run synchronously, to their end; governed SQL runs in a process of its own.
-    cancelRunning: async () => readOnly.cancelRunning(),
+    // Statements on this connection run synchronously, to their end; governed SQL runs in processes
+    // of its own, long reads in threads of their own: those are stopped.
+    cancelRunning: async () => {
+      readOnly.cancelRunning();
+      reads?.cancelRunning();
+    },
     async close() {
-      await readOnly.close();
+      await Promise.all([readOnly.close(), reads?.close()]);
       await db.destroy();
     },
   };

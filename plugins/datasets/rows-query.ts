@@ -45,14 +45,20 @@ export function rowsReader(storage: Storage, store: DatasetStore, policies: RowP
   };
 }
 
-/** Every row of a dataset (masked as for `queryRows`), page by page in row order: for exports. */
+/**
+ * Every row of a dataset (masked as for `queryRows`), page by page in row order: for exports. The
+ * next page is read while the caller writes out this one.
+ */
 export async function* allRows(storage: Storage, dataset: Dataset, visibility: Visibility, maxPageBytes: number, pageSize = 1000): AsyncGenerator<RowsPage> {
-  let cursor: string | undefined;
-  do {
-    const page = await queryRows(storage, dataset, { limit: pageSize, cursor }, visibility, maxPageBytes);
+  const read = (cursor?: string) => queryRows(storage, dataset, { limit: pageSize, cursor }, visibility, maxPageBytes);
+  let next: Promise<RowsPage> | null = read();
+  while (next) {
+    const page: RowsPage = await next;
+    next = page.next_cursor ? read(page.next_cursor) : null;
+    // A page read ahead whose caller stopped (a client gone) must not end as an unhandled rejection.
+    next?.catch(() => undefined);
     yield page;
-    cursor = page.next_cursor ?? undefined;
-  } while (cursor);
+  }
 }
 
 const encodeCursor = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
@@ -85,7 +91,8 @@ const FETCHED = '\u0001fetched';
  * a sort it carries an offset. A page holds at most `limit` rows and, past its first row, no more
  * than about `maxPageBytes` of values: the database counts each row's bytes before sending it
  * (masked values as the mask), so a page of wide values never fills memory; the rest follows on
- * the next page.
+ * the next page. A page of a big dataset may take long to sort or filter: it is a long read
+ * (`Storage.longReads`), off the event loop.
  */
 export async function queryRows(storage: Storage, dataset: Dataset, request: RowsQuery, visibility: Visibility, maxPageBytes: number): Promise<RowsPage> {
   const masked = (c: DatasetColumn) => c.pii && !visibility.seePii;
@@ -125,7 +132,7 @@ export async function queryRows(storage: Storage, dataset: Dataset, request: Row
   const fetched = sql`select ${names}, ${bytes} as ${sql.id(ROW_BYTES)} from ${storage.dataTables.ref(dataset.org_id, dataset.table_name)} ${where} order by ${orderBy} limit ${request.limit + 1} offset ${offset}`;
   const counted = sql`select p.*, sum(${sql.id(ROW_BYTES)}) over (order by ${orderBy} rows between unbounded preceding and current row) as ${sql.id(BYTES_THROUGH)}, count(*) over () as ${sql.id(FETCHED)} from (${fetched}) as p`;
   // Rows that start within the budget: the first always, then as many as fit.
-  const result = await sql<Record<string, unknown>>`select * from (${counted}) as w where ${sql.id(BYTES_THROUGH)} - ${sql.id(ROW_BYTES)} < ${maxPageBytes} order by ${orderBy}`.execute(storage.db);
+  const result = await sql<Record<string, unknown>>`select * from (${counted}) as w where ${sql.id(BYTES_THROUGH)} - ${sql.id(ROW_BYTES)} < ${maxPageBytes} order by ${orderBy}`.execute(storage.longReads(dataset.org_id));
 
   const page = result.rows.slice(0, request.limit);
   const more = Number(result.rows[0]?.[FETCHED] ?? 0) > page.length;

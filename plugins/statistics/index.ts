@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, type Principal } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import { datasetCatalog, datasetDeletedHooks, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
-import { profileColumn, type ColumnProfile } from './profile.ts';
+import { columnProfile, type ColumnProfile } from './profile.ts';
 
 interface DatasetProfile {
   dataset_id: number;
@@ -49,7 +49,8 @@ function masked(column: ColumnProfile): ColumnProfile & { masked: boolean } {
 
 /**
  * Profiles, computed in the database and kept per dataset version and row-policy scope: computed
- * once per version of the data and scope, served from the cache until the data changes.
+ * once per version of the data and scope, served from the cache until the data changes. They are
+ * computed as long reads (`Storage.longReads`): off the event loop, within the organization's turns.
  */
 class ProfileCache {
   constructor(
@@ -64,11 +65,12 @@ class ProfileCache {
     if (row && Number(row.version) === dataset.version) return { profile: storage.decodeJson<DatasetProfile>(row.profile), cached: true };
     const table = this.catalog.table(dataset);
     const source = scope.condition ? sql`(select * from ${table} where ${scope.condition}) as scoped` : table;
-    const rowCount = scope.condition ? Number((await sql<{ n: unknown }>`select count(*) as n from ${source}`.execute(storage.db)).rows[0].n) : dataset.row_count;
-    const columns: ColumnProfile[] = [];
-    for (const column of dataset.columns) {
-      columns.push(await profileColumn({ db: storage.db, table: source, column, rowCount, decode: this.catalog.decode }));
-    }
+    const reads = storage.longReads(dataset.org_id);
+    const [rowCount, statistics] = await Promise.all([
+      scope.condition ? sql<{ n: unknown }>`select count(*) as n from ${source}`.execute(reads).then(({ rows }) => Number(rows[0].n)) : dataset.row_count,
+      storage.dataTables.profile(reads, source, dataset.columns),
+    ]);
+    const columns = dataset.columns.map((column, i) => columnProfile(column, statistics[i], rowCount, this.catalog.decode));
     const profile: DatasetProfile = { dataset_id: dataset.id, version: dataset.version, row_count: rowCount, computed_at: storage.now(), columns };
     const values = { version: dataset.version, profile: storage.encodeJson(profile), computed_at: profile.computed_at };
     await storage.db

@@ -1,0 +1,91 @@
+import { sql, type RawBuilder } from 'kysely';
+import type { DataColumn, DataColumnType } from './data-tables.ts';
+
+export const PROFILE_TOP_VALUES = 10;
+const PROFILE_HISTOGRAM_BUCKETS = 10;
+const NUMERIC: DataColumnType[] = ['integer', 'number'];
+const ORDERED: DataColumnType[] = ['integer', 'number', 'date', 'timestamp', 'string'];
+/** Columns summarized by one statement: a wide dataset is summarized in several, within SQL's bounds on a select list. */
+const COLUMNS_PER_STATEMENT = 50;
+
+/** The profile of one column as the database computed it: values as stored (decode them). */
+export interface ColumnStatistics {
+  /** Values that are not null. */
+  count: number;
+  distinct: number;
+  /** Of ordered types (numbers, dates, timestamps, strings), null otherwise. */
+  min: unknown;
+  max: unknown;
+  /** Of numbers: the mean, and the sample standard deviation (null below two values). */
+  mean: number | null;
+  stddev: number | null;
+  /** Nearest-rank quartiles of ordered types: the values at ranks ⌈n/4⌉, ⌈n/2⌉, ⌈3n/4⌉ of the n values. */
+  quartiles: { p25: unknown; p50: unknown; p75: unknown } | null;
+  /** The most frequent values, most frequent first, ties by value; a JSON value as its text. */
+  topValues: { value: unknown; count: number }[];
+  /** Of numbers: equal-width buckets from min to max (one bucket when every value is the same). */
+  histogram: { from: number; to: number; count: number }[] | null;
+}
+
+/** How a column is profiled: which statistics its type has, and the expressions computing them. */
+export interface ProfiledColumn {
+  column: DataColumn;
+  ref: RawBuilder<unknown>;
+  /** What distinct values and top values compare: JSON as its text, anything else as itself. */
+  comparable: RawBuilder<unknown>;
+  /** The value as a double (numbers only): means and spreads in floating point, whatever the storage. */
+  asDouble: RawBuilder<unknown>;
+  numeric: boolean;
+  ordered: boolean;
+}
+
+function profiledColumn(column: DataColumn): ProfiledColumn {
+  const ref = sql.id(column.name);
+  return {
+    column,
+    ref,
+    comparable: column.type === 'json' ? sql`cast(${ref} as text)` : ref,
+    asDouble: sql`cast(${ref} as double precision)`,
+    numeric: NUMERIC.includes(column.type),
+    ordered: ORDERED.includes(column.type),
+  };
+}
+
+/** The nearest ranks (1-based) of the quartiles among `count` values. */
+export const quartileRanks = (count: number) => [0.25, 0.5, 0.75].map((fraction) => Math.max(1, Math.ceil(fraction * count)));
+
+/** The width of each histogram bucket between `min` and `max` (1 when they are equal: one bucket). */
+const bucketWidth = (min: number, max: number) => (max > min ? (max - min) / PROFILE_HISTOGRAM_BUCKETS : 1);
+
+/** The histogram bucket (0 … buckets − 1) of the double `value`, `max` in the last one. */
+export function bucketOf(value: RawBuilder<unknown>, min: number, max: number): RawBuilder<number> {
+  return sql<number>`case when ${value} >= ${max} then ${PROFILE_HISTOGRAM_BUCKETS - 1} else floor((${value} - ${min}) / ${bucketWidth(min, max)}) end`;
+}
+
+/** The histogram from the count of each bucket `bucketOf` numbered. */
+export function histogramOf(min: number, max: number, counts: Map<number, number>): NonNullable<ColumnStatistics['histogram']> {
+  const width = bucketWidth(min, max);
+  const size = max > min ? PROFILE_HISTOGRAM_BUCKETS : 1;
+  return Array.from({ length: size }, (_, i) => ({ from: min + i * width, to: max > min ? min + (i + 1) * width : max, count: counts.get(i) ?? 0 }));
+}
+
+/**
+ * The profile of each column in two steps: `summarize` computes what one statement can for a group
+ * of columns (groups small enough for one statement each), then `complete` the rest of each
+ * column's statistics from its summary; the groups at once, then the columns at once (the long
+ * reads' turns bound how many statements run).
+ */
+export async function profileInSteps<S extends Partial<ColumnStatistics>>(
+  columns: DataColumn[],
+  summarize: (group: ProfiledColumn[]) => Promise<S[]>,
+  complete: (column: ProfiledColumn, summary: S) => Promise<Omit<ColumnStatistics, keyof S>>,
+): Promise<ColumnStatistics[]> {
+  const profiled = columns.map(profiledColumn);
+  const groups: ProfiledColumn[][] = [];
+  for (let i = 0; i < profiled.length; i += COLUMNS_PER_STATEMENT) groups.push(profiled.slice(i, i + COLUMNS_PER_STATEMENT));
+  const summaries = (await Promise.all(groups.map(summarize))).flat();
+  return Promise.all(profiled.map(async (column, i) => ({ ...summaries[i], ...(await complete(column, summaries[i])) }) as ColumnStatistics));
+}
+
+/** Name of the `n`th aggregate a summary statement selects. */
+export const alias = (n: number, what: string) => sql.id(`c${n}_${what}`);
