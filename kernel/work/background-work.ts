@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { ZodType } from 'zod';
 import type { Storage } from '../../storage/index.ts';
+import { actingUser, type Principal } from '../auth/principal.ts';
 import { PeriodicTimer } from './periodic.ts';
 import type { WorkContext, WorkRunner } from './work-runner.ts';
 import { WorkStore, type WorkFilter, type WorkItem } from './work-store.ts';
@@ -23,8 +24,12 @@ export interface EnqueueRequest {
   /** The organization the work belongs to (its per-organization limit); null for platform work. */
   orgId: number | null;
   payload?: unknown;
-  /** The user the work acts for. */
-  onBehalfOf?: number | null;
+  /**
+   * Who asked for the work: it runs as a background run acting for that user (the user a run
+   * acts for, for work a run asks for), with their capabilities when it starts, narrowed to a
+   * scoped token's scopes. Absent (or a data API key): platform work, with no principal.
+   */
+  onBehalfOf?: Principal | null;
   /** Not before this time. */
   runAfter?: Date;
   /** At most one item is ever enqueued with a key: another enqueue with it answers null. */
@@ -78,7 +83,8 @@ export function backgroundWorkFor(pluginId: string, deps: BackgroundWorkDeps, on
         kind,
         orgId: request.orgId,
         payload: request.payload ?? null,
-        onBehalfOf: request.onBehalfOf ?? null,
+        onBehalfOf: request.onBehalfOf ? (actingUser(request.onBehalfOf)?.userId ?? null) : null,
+        scopes: scopesOf(request.onBehalfOf),
         maxAttempts: handler.maxAttempts ?? 1,
         timeoutMs: handler.timeoutMs ?? deps.defaultTimeoutMs,
         runAfter: request.runAfter?.toISOString(),
@@ -125,4 +131,11 @@ export function backgroundWorkFor(pluginId: string, deps: BackgroundWorkDeps, on
       return store.cancel(id, orgId);
     },
   };
+}
+
+/** What a run asked for by `principal` is narrowed to: a scoped token's scopes, a run's own capabilities. */
+function scopesOf(principal: Principal | null | undefined): string[] | null {
+  if (principal?.kind === 'user') return principal.scopes ? [...principal.scopes] : null;
+  if (principal?.kind === 'run') return [...principal.capabilities];
+  return null;
 }

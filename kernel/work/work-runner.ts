@@ -1,6 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Storage } from '../../storage/index.ts';
+import type { RequestAudit } from '../audit/audit-service.ts';
+import type { RunPrincipal } from '../auth/principal.ts';
+import { RunNotAuthorizedError } from '../auth/run-principals.ts';
 import { WORK_CHANNEL, WorkStore, type WorkEndReason, type WorkItem, type WorkProgress } from './work-store.ts';
 
 /** What a handler gets for one attempt of one item. */
@@ -8,6 +11,10 @@ export interface WorkContext<P = unknown> {
   readonly item: WorkItem;
   readonly payload: P;
   readonly orgId: number | null;
+  /** The run acting for the user who asked for the work (their capabilities as of this attempt); null for platform work. */
+  readonly principal: RunPrincipal | null;
+  /** The audit log as this run: rows name the run and the user it acts for. */
+  readonly audit: RequestAudit;
   /** Aborted when the item is cancelled, times out, its lease is lost, or its plugin or instance stops; `signal.reason` says which. */
   readonly signal: AbortSignal;
   /** Records how far the work is (visible to whoever reads the item). */
@@ -26,6 +33,13 @@ export class WorkAborted extends Error {
   constructor(readonly reason: WorkEndReason | 'released') {
     super(reason === 'released' ? 'the work was handed back to the queue (its plugin or instance is stopping)' : reason === 'timeout' ? 'the work ran out of time' : reason === 'lost' ? 'another instance took the work over' : 'the work was cancelled');
   }
+}
+
+/** How the runner learns who a run is and records what it does. */
+export interface RunIdentity {
+  /** The run's principal, resolved when it starts; throws when the user may not act any more (the item fails, not retried). */
+  principalOf(item: WorkItem): Promise<RunPrincipal | null>;
+  auditFor(principal: RunPrincipal | null, orgId: number | null): RequestAudit;
 }
 
 export interface RunnerSettings {
@@ -71,6 +85,7 @@ export class WorkRunner {
   constructor(
     private readonly storage: Storage,
     private readonly settings: RunnerSettings,
+    private readonly identity: RunIdentity,
     private readonly logger: Logger,
   ) {
     this.store = new WorkStore(storage);
@@ -162,10 +177,13 @@ export class WorkRunner {
       try {
         const aborted = new Promise<never>((_, reject) => controller.signal.addEventListener('abort', () => reject(controller.signal.reason), { once: true }));
         aborted.catch(() => undefined);
+        const principal = await Promise.race([this.identity.principalOf(item), aborted]);
         const context: WorkContext = {
           item,
           payload: item.payload,
           orgId: item.org_id,
+          principal,
+          audit: this.identity.auditFor(principal, item.org_id),
           signal: controller.signal,
           progress: (progress) => this.store.progress(this.owner, item.id, progress),
           log,
@@ -199,7 +217,7 @@ export class WorkRunner {
     const abort = signal.aborted && signal.reason instanceof WorkAborted ? signal.reason.reason : null;
     if (abort === 'released') return this.store.release(this.owner, item.id);
     if (abort === 'lost') return; // another instance holds it now
-    const reason: WorkEndReason = abort ?? 'error';
+    const reason: WorkEndReason = abort ?? (err instanceof RunNotAuthorizedError ? 'forbidden' : 'error');
     const message = err instanceof Error ? err.message : String(err);
     if (reason === 'error') log.warn({ err }, 'background work failed');
     await this.store.finish(this.owner, item, { status: reason === 'cancelled' ? 'cancelled' : 'failed', reason, error: message });

@@ -2,8 +2,8 @@ import type { Kysely } from 'kysely';
 import type { Storage } from '../../storage/index.ts';
 
 export type WorkStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
-/** Why an item ended other than by succeeding. */
-export type WorkEndReason = 'error' | 'timeout' | 'lost' | 'cancelled';
+/** Why an item ended other than by succeeding (`forbidden`: the user it acts for may no longer act there). */
+export type WorkEndReason = 'error' | 'timeout' | 'lost' | 'cancelled' | 'forbidden';
 
 export interface WorkProgress {
   done?: number;
@@ -30,6 +30,8 @@ export interface WorkItem {
   cancel_requested: boolean;
   /** The user the work acts for (its audit rows and permissions are theirs); null for platform work. */
   on_behalf_of: number | null;
+  /** The capabilities the run is narrowed to (a scoped token asked for it); null = the user's own. */
+  on_behalf_scopes: string[] | null;
   created_at: string;
   started_at: string | null;
   finished_at: string | null;
@@ -40,6 +42,8 @@ export interface NewWork {
   orgId: number | null;
   payload: unknown;
   onBehalfOf: number | null;
+  /** Narrows the run's capabilities to these (the scopes of the token that asked for it); null = the user's own. */
+  scopes: string[] | null;
   maxAttempts: number;
   timeoutMs: number;
   runAfter?: string;
@@ -84,6 +88,7 @@ export class WorkStore {
       run_after: work.runAfter ?? now,
       cancel_requested: false,
       on_behalf_of: work.onBehalfOf,
+      on_behalf_scopes: work.scopes === null ? null : storage.encodeJson(work.scopes),
       dedupe_key: work.dedupeKey ?? null,
       created_at: now,
     });
@@ -266,6 +271,7 @@ export class WorkStore {
       run_after: row.run_after,
       cancel_requested: Boolean(row.cancel_requested),
       on_behalf_of: row.on_behalf_of === null ? null : Number(row.on_behalf_of),
+      on_behalf_scopes: row.on_behalf_scopes === null ? null : storage.decodeJson<string[]>(row.on_behalf_scopes),
       created_at: row.created_at,
       started_at: row.started_at,
       finished_at: row.finished_at,

@@ -14,7 +14,8 @@ function installWorkerPlugin(dir: string, manifest: Record<string, unknown> = {}
   );
 }
 
-const FAST = { WORKER_POLL_MS: '50', EVENTS_POLL_MS: '50', WORKER_LEASE_MS: '1000' };
+// A lease long enough that a busy test machine's pauses do not expire it: takeover is tested with leases already past.
+const FAST = { WORKER_POLL_MS: '50', EVENTS_POLL_MS: '50', WORKER_LEASE_MS: '5000' };
 
 describe.each(DIALECTS)('background work and durable events (%s)', (dialect) => {
   let t: TestKernel;
@@ -40,7 +41,20 @@ describe.each(DIALECTS)('background work and durable events (%s)', (dialect) => 
     const queued = await enqueue('sleep', { ms: 150, steps: 3 });
     expect(queued.status).toBe('queued');
     const done = await settled(queued.id);
-    expect(done.body).toMatchObject({ status: 'succeeded', result: { slept: 150, version: '1.0.0' }, progress: { done: 3, total: 3 }, attempts: 1, org_id: 1, on_behalf_of: 1, reason: null });
+    expect(done.body).toMatchObject({ status: 'succeeded', result: { slept: 150, version: '1.0.0', acting_for: 'admin', can_write_datasets: true }, progress: { done: 3, total: 3 }, attempts: 1, org_id: 1, on_behalf_of: 1, reason: null });
+    // Its audit rows name the run and the user it acts for.
+    const audit = await t.request('GET', '/api/audit?action=worker.slept');
+    expect(audit.body.items.find((row: { target_id: string }) => row.target_id === String(queued.id))).toMatchObject({ actor_kind: 'run', actor_run_id: queued.id, actor_user_id: 1, actor_username: 'admin', org_id: 1 });
+  });
+
+  it('runs work as the user asked for it: with a viewer’s capabilities, and not at all once that user is deactivated', async () => {
+    const viewer = await t.userToken('viewer', `viewer-${dialect}`);
+    const asViewer = await t.request('POST', '/api/worker/items', { token: viewer.token, body: { name: 'sleep', payload: { ms: 1 } } });
+    expect((await settled(asViewer.body.id)).body).toMatchObject({ status: 'succeeded', on_behalf_of: viewer.id, result: { acting_for: `viewer-${dialect}`, can_write_datasets: false } });
+
+    const later = await t.request('POST', '/api/worker/items', { token: viewer.token, body: { name: 'sleep', payload: { ms: 1 }, run_after: new Date(Date.now() + 500).toISOString() } });
+    expect((await t.request('PATCH', `/api/users/${viewer.id}`, { body: { is_active: false } })).status).toBe(200);
+    expect((await settled(later.body.id)).body).toMatchObject({ status: 'failed', reason: 'forbidden' });
   });
 
   it('refuses a payload its handler does not accept: the item fails naming why', async () => {
