@@ -39,6 +39,16 @@ export const settingsSchema = z.object({
   PLUGIN_INIT_TIMEOUT_MS: integer(10_000, 1),
   PLUGIN_DRAIN_TIMEOUT_MS: integer(30_000, 0),
   SHUTDOWN_TIMEOUT_MS: integer(10_000, 0),
+  /** Background work items this process runs at once; 0 = this instance runs none (it only enqueues). */
+  WORKER_CONCURRENCY: integer(4, 0),
+  /** Background work items of one organization running at once, across instances. */
+  WORKER_ORG_CONCURRENCY: integer(2, 1),
+  WORKER_POLL_MS: integer(1_000, 10),
+  WORKER_LEASE_MS: integer(30_000, 300),
+  WORK_TIMEOUT_MS: integer(60 * 60_000, 1),
+  EVENTS_POLL_MS: integer(1_000, 10),
+  EVENTS_MAX_ATTEMPTS: integer(10, 1),
+  EVENTS_RETENTION_DAYS: integer(7, 1),
   BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb|gb)$/i, 'must be a size such as 1mb or 512kb').default('1mb'),
   DATASET_UPLOAD_LIMIT: z.string().regex(/^\d+(b|kb|mb|gb|tb)$/i, 'must be a size such as 2gb or 500mb').default('2gb'),
   /** Largest field of an uploaded CSV, checked while it streams (the parser holds a whole record in memory). */

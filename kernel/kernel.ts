@@ -25,6 +25,11 @@ import { ApiKeyAuthenticators, apiKeyAuthenticators } from './auth/api-keys.ts';
 import { RunPrincipals } from './auth/run-principals.ts';
 import { OutboundHttp } from './outbound.ts';
 import { Vault } from './vault.ts';
+import { EventDispatcher } from './events/event-dispatcher.ts';
+import { EventStore } from './events/event-store.ts';
+import { domainEventsFor } from './events/domain-events.ts';
+import { backgroundWorkFor, type BackgroundWorkDeps } from './work/background-work.ts';
+import { WorkRunner } from './work/work-runner.ts';
 import type { RequestState } from './http/state.ts';
 import { createLogger } from './logger.ts';
 import { kernelMigrations } from './migrations/index.ts';
@@ -58,7 +63,11 @@ export class Kernel {
   /** Principals of background runs, resolved (user, membership, capabilities) when a run starts. */
   readonly runPrincipals: RunPrincipals;
   readonly mailer: Mailer;
+  readonly work: WorkRunner;
+  readonly events: EventDispatcher;
   private readonly inflight: InflightCounter;
+  /** What the kernel's own background work registered (its periodic pruning). */
+  private readonly kernelDisposables: (() => void | Promise<void>)[] = [];
   private readonly jwt: JwtSettings;
   private server: Server | undefined;
 
@@ -100,7 +109,20 @@ export class Kernel {
     const enablement = new PluginEnablement(this.storage, (id) => this.registry.manifestOf(id));
     const apiKeys = new ApiKeyAuthenticators((pluginId, orgId) => enablement.isEnabled(pluginId, orgId));
 
-    const services: Record<string, (pluginId: string) => unknown> = {
+    this.work = new WorkRunner(
+      this.storage,
+      { concurrency: settings.WORKER_CONCURRENCY, orgConcurrency: settings.WORKER_ORG_CONCURRENCY, pollMs: settings.WORKER_POLL_MS, leaseMs: settings.WORKER_LEASE_MS },
+      {
+        principalOf: (item) => (item.on_behalf_of === null ? Promise.resolve(null) : this.runPrincipals.forRun({ runId: item.id, orgId: item.org_id, userId: item.on_behalf_of, scopes: item.on_behalf_scopes })),
+        auditFor: (principal, orgId) => (principal ? this.audit.forPrincipal(principal, orgId) : { record: (event) => this.audit.record({ orgId, ...event }, undefined) }),
+      },
+      this.logger.child({ component: 'background-work' }),
+    );
+    const workDeps: BackgroundWorkDeps = { storage: this.storage, runner: this.work, logger: this.logger, defaultTimeoutMs: settings.WORK_TIMEOUT_MS, drainTimeoutMs: settings.PLUGIN_DRAIN_TIMEOUT_MS };
+    this.events = new EventDispatcher(this.storage, { pollMs: settings.EVENTS_POLL_MS, maxAttempts: settings.EVENTS_MAX_ATTEMPTS }, this.logger.child({ component: 'events' }));
+    const eventStore = new EventStore(this.storage);
+
+    const services: Record<string, (pluginId: string, onDispose: (dispose: () => void | Promise<void>) => void) => unknown> = {
       [kernelServices.config.id]: () => Object.freeze({ ...settings }),
       [kernelServices.logger.id]: (pluginId) => this.logger.child({ plugin: pluginId }),
       [kernelServices.storage.id]: () => this.storage,
@@ -117,6 +139,8 @@ export class Kernel {
       [kernelServices.vault.id]: () => vault,
       [kernelServices.outbound.id]: () => outbound,
       [kernelServices.rateLimits.id]: () => rateLimits,
+      [kernelServices.work.id]: (pluginId, onDispose) => backgroundWorkFor(pluginId, workDeps, onDispose),
+      [kernelServices.events.id]: (pluginId, onDispose) => domainEventsFor(pluginId, eventStore, this.events, this.storage.db, onDispose),
       [kernelServices.pluginEnablement.id]: () => enablement,
     };
     const authorizer = new Authorizer({
@@ -147,7 +171,7 @@ export class Kernel {
         logger: this.logger,
         migrator: this.migrator,
         initTimeoutMs: settings.PLUGIN_INIT_TIMEOUT_MS,
-        resolveService: (ref: ServiceRef<unknown>, pluginId) => services[ref.id]?.(pluginId),
+        resolveService: (ref: ServiceRef<unknown>, pluginId, onDispose) => services[ref.id]?.(pluginId, onDispose),
       },
     });
     const { app, inflight } = createApp({
@@ -169,6 +193,9 @@ export class Kernel {
     const { settings } = this.options;
     await this.migrator.migrateUp([{ pluginId: KERNEL_PLUGIN_ID, migrations: kernelMigrations }]);
     await bootstrapAdmin(this.storage, settings, this.logger, this.options.print ?? ((line) => process.stdout.write(`${line}\n`)));
+    await this.work.start();
+    await this.events.start();
+    this.pruneEvents();
     await this.registry.start();
     if (settings.PLUGIN_WATCH) this.registry.watch();
     const server = this.app.listen(settings.PORT, settings.HOST);
@@ -177,6 +204,15 @@ export class Kernel {
       server.once('listening', resolve);
       server.once('error', reject);
     });
+  }
+
+  /** Drops events older than EVENTS_RETENTION_DAYS, hourly, as background work that runs once across instances. */
+  private pruneEvents() {
+    const { settings } = this.options;
+    const store = new EventStore(this.storage);
+    const work = backgroundWorkFor(KERNEL_PLUGIN_ID, { storage: this.storage, runner: this.work, logger: this.logger, defaultTimeoutMs: settings.WORK_TIMEOUT_MS, drainTimeoutMs: 0 }, (d) => void this.kernelDisposables.push(d));
+    work.handle('events-prune', async () => ({ pruned: await store.prune(new Date(Date.now() - settings.EVENTS_RETENTION_DAYS * 86_400_000).toISOString()) }));
+    work.every('events-prune', { cron: '17 * * * *' });
   }
 
   /** The base URL the server listens on. */
@@ -211,6 +247,10 @@ export class Kernel {
       server.closeAllConnections();
       await closed;
     }
+    // Work still running is handed back to the queue for the next start (or another instance).
+    await this.work.stop(this.options.settings.SHUTDOWN_TIMEOUT_MS);
+    await this.events.stop();
+    for (const dispose of this.kernelDisposables.splice(0)) await dispose();
     await this.registry.stop();
     this.mailer.close();
     await this.storage.close();

@@ -5,10 +5,11 @@ import { loadSettings, SettingsError } from './config.ts';
 import { Kernel } from './kernel.ts';
 import { RequiredPluginError } from './registry/registry.ts';
 
-/** Lets a plugin reload re-import the plugin's own modules, not only its entry (see the hook file). */
+/** Lets a plugin reload re-import the plugin's own modules, not only its entry, and plugins anywhere import the SDK (see the hook file). */
 function registerReloadHooks() {
   const sharedRoots = ['../', '../../storage/'].map((dir) => fileURLToPath(new URL(dir, new URL('./registry/', import.meta.url))));
-  register('./registry/reload-hooks.mjs', import.meta.url, { data: { sharedRoots } });
+  const platformPackage = new URL('../package.json', import.meta.url).href;
+  register('./registry/reload-hooks.mjs', import.meta.url, { data: { sharedRoots, platformPackage } });
 }
 
 /** `npm start`: validate settings, start the platform, stop gracefully on SIGTERM / SIGINT. */

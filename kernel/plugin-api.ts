@@ -20,6 +20,8 @@ import type { Mailer } from './mail/mailer.ts';
 import type { OutboundHttp } from './outbound.ts';
 import type { Vault } from './vault.ts';
 import type { RateLimits } from './rate-limit/rate-limits.ts';
+import type { BackgroundWork } from './work/background-work.ts';
+import type { DomainEvents } from './events/domain-events.ts';
 
 /** A typed token naming a kernel service; the phantom member carries the service's type. */
 export interface ServiceRef<T> {
@@ -81,6 +83,10 @@ export const kernelServices = {
   capabilities: serviceRef<CapabilityCatalog>('kernel.capabilities'),
   /** A principal's rate-limit budgets, in the RATE_LIMIT_STORE instances share. */
   rateLimits: serviceRef<RateLimits>('kernel.rate_limits'),
+  /** Durable, leased work outside the request: the plugin's own kinds, enqueued, run on any instance, cancellable, periodic. */
+  work: serviceRef<BackgroundWork>('kernel.work'),
+  /** Domain events: published with the change they report, delivered after commit at least once, readable since an id. */
+  events: serviceRef<DomainEvents>('kernel.events'),
   /** Which plugins serve which organization: extension-point owners offer a contribution only where its plugin is enabled. */
   pluginEnablement: serviceRef<PluginEnablementService>('kernel.plugin_enablement'),
 };
@@ -210,6 +216,8 @@ export function isPluginDefinition(value: unknown): value is PluginDefinition {
   return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[PLUGIN_BRAND] === true;
 }
 
+/** The kernel's own zod: schemas a plugin declares are checked and described by the same instance. */
+export { z } from 'zod';
 export { defineRoute, reply, JsonText, type RouteDefinition } from './route.ts';
 export { actingUser, type Principal, type UserPrincipal, type ApiKeyPrincipal, type RunPrincipal, type PrincipalKind } from './auth/principal.ts';
 export { apiKeyAuthenticators, type ApiKeyAuthenticator, type ApiKeyGrant, type ApiKeyRequest } from './auth/api-keys.ts';
@@ -221,3 +229,8 @@ export { toPublicUser, type UserRow, type PublicUser } from './identity/users.ts
 export { assertStrongPassword } from './identity/password-policy.ts';
 export { randomPassword } from './auth/password.ts';
 export { OutboundFailedError, OutboundRefusedError, type OutboundResponse } from './outbound.ts';
+export type { BackgroundWork, EnqueueRequest, HandlerOptions } from './work/background-work.ts';
+export { WorkAborted, type WorkContext } from './work/work-runner.ts';
+export type { WorkItem, WorkProgress, WorkStatus, WorkEndReason } from './work/work-store.ts';
+export type { DomainEvents, SubscribeOptions } from './events/domain-events.ts';
+export type { PlatformEvent, NewEvent, EventQuery } from './events/event-store.ts';

@@ -7,6 +7,7 @@ import { kyselyOver, LONG_READ_DEFAULTS, withTurns } from './long-reads.ts';
 import { isPostgresConnectionLost, superviseConnections } from './postgres-connections.ts';
 import { postgresLongReads } from './postgres-long-reads.ts';
 import { ReadTurns } from './read-turns.ts';
+import { PostgresListener } from './postgres-listener.ts';
 import { PostgresTableClaims } from './table-claims-postgres.ts';
 import { PostgresGovernedRunner } from './postgres-governed.ts';
 import { parsePostgresGovernedSelect } from './postgres-select.ts';
@@ -47,6 +48,7 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
   // end the process: the statement fails, pg drops the client and the next query opens a new one.
   const connections = superviseConnections(pool);
   const claims = new PostgresTableClaims(pool.options);
+  const listener = new PostgresListener({ connectionString });
   const dialect = new PostgresDialect({ pool });
   const db = new Kysely<any>({ dialect });
   /** Set once shutdown stops the running statements. */
@@ -124,6 +126,14 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
     async lockForTransaction(trx, key) {
       await sql`select pg_advisory_xact_lock(hashtext(${key}))`.execute(trx);
     },
+    skipLocked: (query) => query.forUpdate().skipLocked() as typeof query,
+    async commitLazily(trx) {
+      await sql`set local synchronous_commit = off`.execute(trx);
+    },
+    async notify(db, channel) {
+      await sql`select pg_notify(${channel}, '')`.execute(db);
+    },
+    listen: (channel, wake) => listener.listen(channel, wake),
     async withMigrationLock(work) {
       const client = await pool.connect();
       try {
@@ -134,16 +144,17 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
         client.release();
       }
     },
-    async snapshotSchema() {
-      const columns = await sql<{ table_name: string; column_name: string; data_type: string; is_nullable: string }>`
-        select table_name, column_name, data_type, is_nullable from information_schema.columns
-        where table_schema = current_schema() order by table_name, ordinal_position`.execute(db);
+    async snapshotSchema(executor = db) {
+      const columns = await sql<{ table_name: string; column_name: string; data_type: string; is_nullable: string; has_default: boolean }>`
+        select table_name, column_name, data_type, is_nullable, (column_default is not null or is_identity = 'YES' or is_generated = 'ALWAYS') as has_default
+        from information_schema.columns
+        where table_schema = current_schema() order by table_name, ordinal_position`.execute(executor);
       const indexes = await sql<{ tablename: string; indexname: string }>`
-        select tablename, indexname from pg_indexes where schemaname = current_schema() order by indexname`.execute(db);
+        select tablename, indexname from pg_indexes where schemaname = current_schema() order by indexname`.execute(executor);
       const byTable = new Map<string, TableSnapshot>();
       for (const c of columns.rows) {
         const table = byTable.get(c.table_name) ?? { name: c.table_name, columns: [], indexes: [] };
-        table.columns.push({ name: c.column_name, type: c.data_type, nullable: c.is_nullable === 'YES' });
+        table.columns.push({ name: c.column_name, type: c.data_type, nullable: c.is_nullable === 'YES', hasDefault: c.has_default });
         byTable.set(c.table_name, table);
       }
       for (const i of indexes.rows) byTable.get(i.tablename)?.indexes.push(i.indexname);
@@ -165,6 +176,7 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
     async close() {
       // pg's pool ends once every client is back: stop the statements that would keep one out.
       await Promise.all([governed.close(), connections.cancelRunning()]);
+      await listener.close();
       await db.destroy();
       await claims.close();
     },

@@ -11,6 +11,7 @@ import { parseSqliteGovernedSelect } from './select-statement.ts';
 import { SqliteReadPool } from './sqlite-read-pool.ts';
 import { SqliteReadOnlyRunner } from './sqlite-read-only.ts';
 import { registerRegexp } from './sqlite-regexp.mjs';
+import { LocalChannels } from './local-channels.ts';
 import { withPortableValues } from './sqlite-values.ts';
 import { CachedCounterRead, WriteClock } from './sqlite-write-clock.ts';
 import type { Storage, StorageOptions, TableSnapshot } from './types.ts';
@@ -52,6 +53,7 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
   const turns = new ReadTurns(workers, Math.min(workers, options.readWorkersPerOrganization ?? LONG_READ_DEFAULTS.perOrganization));
   const readOnly = new SqliteReadOnlyRunner(file, physical);
   const counterReads = new Map<string, CachedCounterRead>();
+  const channels = new LocalChannels();
 
   return {
     db,
@@ -118,17 +120,22 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
     withMigrationLock: (work) => work(),
     // One connection runs one transaction at a time: transactions never interleave.
     lockForTransaction: async () => undefined,
-    async snapshotSchema() {
+    skipLocked: (query) => query,
+    commitLazily: async () => undefined,
+    notify: async (_db, channel) => channels.notify(channel),
+    listen: async (channel, wake) => channels.listen(channel, wake),
+    async snapshotSchema(executor = db) {
       const tables = await sql<{ name: string }>`
         select name from sqlite_master
-        where type = 'table' and name not like 'sqlite_%' order by name`.execute(db);
+        where type = 'table' and name not like 'sqlite_%' order by name`.execute(executor);
       const snapshot: TableSnapshot[] = [];
       for (const { name } of tables.rows) {
-        const columns = database.prepare(`select name, type, "notnull" as nn from pragma_table_info(?) order by cid`).all(name) as { name: string; type: string; nn: number }[];
+        // On the one connection, so inside a transaction `executor` holds as well.
+        const columns = database.prepare(`select name, type, "notnull" as nn, dflt_value as dflt from pragma_table_info(?) order by cid`).all(name) as { name: string; type: string; nn: number; dflt: string | null }[];
         const indexes = database.prepare(`select name from pragma_index_list(?) order by name`).all(name) as { name: string }[];
         snapshot.push({
           name,
-          columns: columns.map((c) => ({ name: c.name, type: c.type.toLowerCase(), nullable: c.nn === 0 })),
+          columns: columns.map((c) => ({ name: c.name, type: c.type.toLowerCase(), nullable: c.nn === 0, hasDefault: c.dflt !== null })),
           indexes: indexes.map((i) => i.name),
         });
       }

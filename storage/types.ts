@@ -1,4 +1,4 @@
-import type { ColumnDataType, CreateTableBuilder, Kysely, Transaction } from 'kysely';
+import type { ColumnDataType, CreateTableBuilder, Kysely, SelectQueryBuilder, Transaction } from 'kysely';
 import type { DataTables } from './data-tables.ts';
 import type { LongReadOptions } from './long-reads.ts';
 import type { ReadOnlyQuery, ReadOnlyResult } from './read-only-query.ts';
@@ -35,7 +35,8 @@ export interface TrackedTable {
 /** What one table looks like, enough to compare schemas before and after migrations. */
 export interface TableSnapshot {
   name: string;
-  columns: { name: string; type: string; nullable: boolean }[];
+  /** `hasDefault`: the column has a default (on Postgres also: an identity or generated column). */
+  columns: { name: string; type: string; nullable: boolean; hasDefault: boolean }[];
   indexes: string[];
 }
 
@@ -82,12 +83,36 @@ export interface Storage {
    */
   lockForTransaction(trx: Transaction<any>, key: string): Promise<void>;
   /**
+   * Makes a SELECT in a transaction claim its rows: rows another transaction claimed are skipped,
+   * and the ones returned stay claimed until this transaction ends (Postgres `FOR UPDATE SKIP
+   * LOCKED`). SQLite has one writer, whose transactions never interleave: the query is unchanged.
+   */
+  skipLocked<Q extends SelectQueryBuilder<any, any, any>>(query: Q): Q;
+  /**
+   * Lets the transaction's commit answer before the database flushed it to disk (Postgres
+   * `synchronous_commit = off`): a crash of the database server may lose it, never corrupt
+   * anything. For bookkeeping that recovery redoes anyway (a lost claim expires and is claimed
+   * again). SQLite's commits are already not flushed one by one (WAL, synchronous NORMAL).
+   */
+  commitLazily(trx: Transaction<any>): Promise<void>;
+  /**
+   * Wakes the listeners of `channel` on every instance sharing the database, once `db` (a
+   * transaction, or the database for an immediate wake) commits. A wake carries no news: listeners
+   * look again at what they watch. Postgres: NOTIFY; SQLite: this process's listeners.
+   */
+  notify(db: Kysely<any>, channel: string): Promise<void>;
+  /** Calls `wake` whenever `channel` is notified (and after a lost connection is back); returns what stops it. */
+  listen(channel: string, wake: () => void): Promise<() => Promise<void>>;
+  /**
    * Runs `work` while holding the cluster-wide migration lock, so two instances starting together
    * against one Postgres never apply the same migration twice.
    */
   withMigrationLock<T>(work: () => Promise<T>): Promise<T>;
-  /** Tables (with columns and indexes) of the platform's own namespace, sorted by name. */
-  snapshotSchema(): Promise<TableSnapshot[]>;
+  /**
+   * Tables (with columns and indexes) of the platform's own namespace, sorted by name; read through
+   * `executor` when given (a transaction: its uncommitted schema changes included).
+   */
+  snapshotSchema(executor?: Kysely<any>): Promise<TableSnapshot[]>;
   /** Dataset tables: real tables in a per-organization namespace. */
   readonly dataTables: DataTables;
   /**

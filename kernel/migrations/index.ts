@@ -152,6 +152,70 @@ export const kernelMigrations: Record<string, Migration> = {
       await db.schema.alterTable('users').dropColumn('sessions_valid_after').execute();
     },
   },
+  // Background work (kernel/work): durable, leased items of work that plugins enqueue and handle.
+  '2026-11-25T0100_background_work': {
+    async up({ db, storage }) {
+      const { types } = storage;
+      await storage
+        .addIdColumn(db.schema.createTable('background_work'))
+        .addColumn('kind', 'text', (c) => c.notNull())
+        .addColumn('org_id', 'integer')
+        .addColumn('payload', types.json, (c) => c.notNull())
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('reason', 'text')
+        .addColumn('error', 'text')
+        .addColumn('result', types.json)
+        .addColumn('progress', types.json)
+        .addColumn('attempts', 'integer', (c) => c.notNull())
+        .addColumn('max_attempts', 'integer', (c) => c.notNull())
+        .addColumn('timeout_ms', 'integer', (c) => c.notNull())
+        .addColumn('run_after', types.timestamp, (c) => c.notNull())
+        .addColumn('lease_owner', 'text')
+        .addColumn('lease_expires_at', types.timestamp)
+        .addColumn('cancel_requested', types.boolean, (c) => c.notNull())
+        .addColumn('on_behalf_of', 'integer')
+        .addColumn('on_behalf_scopes', types.json)
+        .addColumn('dedupe_key', 'text', (c) => c.unique())
+        .addColumn('created_at', types.timestamp, (c) => c.notNull())
+        .addColumn('started_at', types.timestamp)
+        .addColumn('finished_at', types.timestamp)
+        .execute();
+      await db.schema.createIndex('background_work_due').on('background_work').columns(['status', 'run_after', 'id']).execute();
+      await db.schema.createIndex('background_work_org').on('background_work').columns(['org_id', 'status']).execute();
+    },
+    async down({ db }) {
+      await db.schema.dropTable('background_work').execute();
+    },
+  },
+  // Durable events (kernel/events): an outbox written with the change it reports, and each subscriber's position in it.
+  '2026-11-25T0200_durable_events': {
+    async up({ db, storage }) {
+      const { types } = storage;
+      await storage
+        .addIdColumn(db.schema.createTable('event_outbox'))
+        .addColumn('type', 'text', (c) => c.notNull())
+        .addColumn('org_id', 'integer')
+        .addColumn('payload', types.json, (c) => c.notNull())
+        .addColumn('publisher', 'text', (c) => c.notNull())
+        .addColumn('created_at', types.timestamp, (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('event_outbox_type').on('event_outbox').columns(['type', 'id']).execute();
+      await db.schema
+        .createTable('event_subscriptions')
+        .addColumn('subscriber', 'text', (c) => c.primaryKey())
+        .addColumn('position', types.bigint, (c) => c.notNull())
+        .addColumn('lease_owner', 'text')
+        .addColumn('lease_expires_at', types.timestamp)
+        .addColumn('failures', 'integer', (c) => c.notNull())
+        .addColumn('last_error', 'text')
+        .addColumn('updated_at', types.timestamp, (c) => c.notNull())
+        .execute();
+    },
+    async down({ db }) {
+      await db.schema.dropTable('event_subscriptions').execute();
+      await db.schema.dropTable('event_outbox').execute();
+    },
+  },
   // Per-organization plugin switches: a row is an organization's choice; without one the manifest's default_enabled holds.
   '2026-11-25T0300_plugin_organizations': {
     async up({ db, storage }) {

@@ -1,7 +1,8 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
-import type { Migrator } from '../../storage/index.ts';
+import type { Migration, Migrator } from '../../storage/index.ts';
+import { nonAdditiveChanges } from './additive-schema.ts';
 import { isPluginDefinition, type Disposable, type PluginContext, type PluginContributions, type ServiceRef } from '../plugin-api.ts';
 import { KERNEL_OWNER, type OfferingTable } from './offerings.ts';
 import { LoadedPlugin, type RecipeType } from './loaded-plugin.ts';
@@ -14,8 +15,11 @@ export interface LoaderEnvironment {
   logger: Logger;
   migrator: Migrator;
   initTimeoutMs: number;
-  /** The service a reference names, scoped to the plugin; undefined when no such service exists. */
-  resolveService(ref: ServiceRef<unknown>, pluginId: string): unknown;
+  /**
+   * The service a reference names, scoped to the plugin; undefined when no such service exists.
+   * What the plugin registers through it is undone by `onDispose`'s callbacks when this version unloads.
+   */
+  resolveService(ref: ServiceRef<unknown>, pluginId: string, onDispose: (dispose: Disposable) => void): unknown;
 }
 
 export interface LoadRequest {
@@ -26,9 +30,14 @@ export interface LoadRequest {
   offerings: OfferingTable;
   /** Distinct per load, so a reload imports the entry module afresh instead of Node's cached copy. */
   generation: number;
+  /** A hot reload: only migrations that add to the schema may apply (others wait for a restart). */
+  additiveOnly: boolean;
 }
 
-/** Imports the module a manifest names, applies its migrations, runs its init and collects what it contributes. */
+/**
+ * Imports the module a manifest names and checks what it declares, applies its migrations, runs its
+ * init and collects what it contributes.
+ */
 export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): Promise<LoadedPlugin> {
   const { manifest, file, offerings, dependencies, generation } = request;
   // Refused before any of the plugin's code runs.
@@ -46,27 +55,22 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
   if (!isPluginDefinition(exported)) throw pluginErrors.notAPlugin(manifest.entry);
   const definition = exported;
 
+  const disposables: Disposable[] = [];
   const services: Record<string, unknown> = {};
   const unknown: string[] = [];
   for (const [name, ref] of Object.entries(definition.deps)) {
-    const service = env.resolveService(ref, manifest.id);
+    const service = env.resolveService(ref, manifest.id, (dispose) => void disposables.push(dispose));
     if (service === undefined) unknown.push(ref.id);
     services[name] = service;
   }
   if (unknown.length) throw pluginErrors.serviceUnknown(manifest.id, unknown);
 
-  if (definition.migrations) {
-    try {
-      await env.migrator.migrateUp([{ pluginId: manifest.id, migrations: definition.migrations }]);
-    } catch (err) {
-      throw pluginErrors.migration(manifest.id, (err as Error).message);
-    }
-  }
-
-  const disposables: Disposable[] = [];
-  const contribute = (pointId: string, value: unknown) => {
+  const checkPoint = (pointId: string) => {
     const owner = offerings.pointOwner(pointId);
     if (!owner || (owner !== KERNEL_OWNER && !dependencies.has(owner))) throw pluginErrors.extensionPointMissing(manifest.id, pointId);
+  };
+  const contribute = (pointId: string, value: unknown) => {
+    checkPoint(pointId);
     const undo = offerings.contribute(pointId, { value, pluginId: manifest.id });
     if (undo) disposables.push(undo);
   };
@@ -93,22 +97,53 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
     },
   };
 
+  /** Migrations this load applied: on a reload that fails after them, the reason says they stay. */
+  const applied: string[] = [];
   try {
+    // Everything that can be checked without running the plugin is checked before its migrations
+    // change the schema: a version refused here leaves nothing behind.
+    for (const [pointId, entries] of Object.entries(manifest.contributes)) {
+      checkPoint(pointId);
+      for (const value of entries) offerings.check(pointId, { value, pluginId: manifest.id });
+    }
+    const recipeTypes = await resolveRecipeTypes(manifest, dir, importFresh);
+    if (definition.migrations) applied.push(...(await migrate(manifest.id, definition.migrations, request.additiveOnly, env.migrator)));
+
     const contributions = await withTimeout(
       Promise.resolve(definition.init(services as never, context)),
       env.initTimeoutMs,
       () => pluginErrors.timeout(manifest.id, env.initTimeoutMs),
     );
     for (const [pointId, entries] of Object.entries(manifest.contributes)) entries.forEach((entry) => contribute(pointId, entry));
-    const recipeTypes = await resolveRecipeTypes(manifest, dir, importFresh);
     const plugin = new LoadedPlugin(manifest, file, dir, (contributions as PluginContributions | undefined)?.routes ?? [], recipeTypes, env.logger);
     disposables.forEach((d) => plugin.addDisposable(d));
     return plugin;
   } catch (err) {
     for (const dispose of disposables.reverse()) await Promise.resolve(dispose()).catch(() => undefined);
     offerings.removeOwner(manifest.id);
+    const error = err instanceof PluginLoadError ? err : pluginErrors.initFailed(manifest.id, (err as Error).message);
+    throw request.additiveOnly && applied.length ? pluginErrors.additiveMigrationsKept(error, applied) : error;
+  }
+}
+
+/**
+ * Applies the plugin's pending migrations. On a hot reload (`additiveOnly`) they run in one
+ * transaction and are rolled back and refused unless they only add to the schema: the version
+ * still serving keeps working against it, whether the new one then starts or fails.
+ */
+async function migrate(pluginId: string, migrations: Record<string, Migration>, additiveOnly: boolean, migrator: Migrator): Promise<string[]> {
+  const source = { pluginId, migrations };
+  try {
+    const steps = !additiveOnly
+      ? await migrator.migrateUp([source])
+      : await migrator.migrateUpChecked([source], (before, after, pending) => {
+          const changes = nonAdditiveChanges(before, after);
+          if (changes.length) throw pluginErrors.migrationNotAdditive(pluginId, pending.map((s) => s.name), changes);
+        });
+    return steps.map((s) => s.name);
+  } catch (err) {
     if (err instanceof PluginLoadError) throw err;
-    throw pluginErrors.initFailed(manifest.id, (err as Error).message);
+    throw pluginErrors.migration(pluginId, (err as Error).message);
   }
 }
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { definePlugin, defineRoute, fieldErrorsOf, HttpProblem, identitySchemas as s, kernelServices, problems, reply, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
 import { QueryTimeoutError, quoteIdentifier, type Storage } from '../../storage/index.ts';
-import { datasetCatalog, datasetDeletedHooks, PII_MASK, ROW_POLICY_BYPASS, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
+import { datasetCatalog, DATASET_DELETED, PII_MASK, ROW_POLICY_BYPASS, type DatasetCatalog, type DatasetDeletedEvent, type DatasetInfo } from '../datasets/public.ts';
 import { evaluate, SAMPLE_ROWS, type Evaluation } from './evaluate.ts';
 import { governedSql, type GovernedSql } from '../sql/public.ts';
 import { qualityMigrations } from './migrations.ts';
@@ -141,7 +141,8 @@ class RuleRunner {
         result = await this.customSql(dataset, (rule.params as { condition: string }).condition, principal, audit);
       } else {
         const definition = { type: rule.type, params: rule.params } as RuleDefinition;
-        result = await this.storage.dataTables.withStatementTimeout(this.storage.db, this.timeoutMs, (db) => evaluate(this.storage, db, this.catalog, dataset, definition, condition));
+        // A long read: off the event loop, within the organization's turns, stopped past the timeout.
+        result = await evaluate(this.storage, this.storage.longReads(dataset.org_id, { timeoutMs: this.timeoutMs }), this.catalog, dataset, definition, condition);
       }
     } catch (err) {
       const message =
@@ -179,13 +180,16 @@ async function checkPattern(storage: Storage, pattern: string) {
 
 /** The `data_quality_rules` router (/api/data-quality): rules on datasets, runs and their history. */
 export default definePlugin({
-  deps: { storage: kernelServices.storage, config: kernelServices.config },
+  deps: { storage: kernelServices.storage, config: kernelServices.config, events: kernelServices.events },
   migrations: qualityMigrations,
-  init: ({ storage, config }, ctx) => {
+  init: ({ storage, config, events }, ctx) => {
     const catalog = ctx.useService(datasetCatalog);
     const sqlService = ctx.useService(governedSql);
     const rules = new RuleStore(storage);
-    ctx.contribute(datasetDeletedHooks, (orgId, datasetId) => rules.removeForDataset(orgId, datasetId));
+    events.subscribe('dataset-deleted', {
+      types: [DATASET_DELETED],
+      handle: (event) => rules.removeForDataset(event.org_id!, (event.payload as DatasetDeletedEvent).dataset_id),
+    });
     const runner = new RuleRunner(storage, catalog, rules, sqlService, config.DATA_QUALITY_TIMEOUT_MS);
     /** What only the database can tell about a definition: a condition or pattern it cannot run. */
     const checkRunnable = async (definition: RuleDefinition, dataset: DatasetInfo, principal: Principal, audit: RequestAudit) => {

@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import { problems } from '../../kernel/plugin-api.ts';
 import { containsText, type DataColumn, type Storage } from '../../storage/index.ts';
 import type { ProjectCatalog } from '../projects/public.ts';
@@ -140,11 +140,13 @@ export class DatasetStore {
     }
   }
 
-  async remove(orgId: number, id: number): Promise<Dataset> {
+  /** Deletes the dataset and its table; `alsoInTransaction` runs in the same transaction (the event that reports it). */
+  async remove(orgId: number, id: number, alsoInTransaction: (trx: Transaction<any>, dataset: Dataset) => Promise<unknown>): Promise<Dataset> {
     const dataset = await this.get(orgId, id);
     await this.storage.transaction(async (trx) => {
       await trx.deleteFrom('datasets').where('org_id', '=', orgId).where('id', '=', id).execute();
       await this.storage.dataTables.drop(trx, orgId, dataset.table_name);
+      await alsoInTransaction(trx, dataset);
     });
     return dataset;
   }

@@ -3,7 +3,7 @@ import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
 import { contractRoutes } from './contract-routes.ts';
 import { policyRoutes } from './policy-routes.ts';
 import { RowPolicies } from './row-policies.ts';
-import { datasetCatalog, datasetContracts, datasetDeletedHooks, type DatasetDeletedHook } from './public.ts';
+import { datasetCatalog, datasetContracts } from './public.ts';
 import { contractOperations, ContractService } from './contracts.ts';
 import { DatasetStore, type Dataset } from './dataset-store.ts';
 import { DatasetLoader } from './loader.ts';
@@ -13,9 +13,9 @@ import { rowsReader, seesPii } from './rows-query.ts';
 
 /** The `datasets` router: datasets as real tables, CSV and JSON ingest, row queries, export, schema contracts. */
 export default definePlugin({
-  deps: { storage: kernelServices.storage, config: kernelServices.config, groups: kernelServices.groups, identity: kernelServices.identity, logger: kernelServices.logger },
+  deps: { storage: kernelServices.storage, config: kernelServices.config, groups: kernelServices.groups, identity: kernelServices.identity, logger: kernelServices.logger, events: kernelServices.events },
   migrations: datasetMigrations,
-  init: async ({ storage, config, groups, identity, logger }, ctx) => {
+  init: async ({ storage, config, groups, identity, logger, events }, ctx) => {
     const store = new DatasetStore(storage, ctx.useService(projectCatalog));
     ctx.contribute(projectDeleteGuards, async (orgId, projectId) => {
       const count = await store.countInProject(orgId, projectId);
@@ -41,14 +41,9 @@ export default definePlugin({
       rows: readRows,
     });
     ctx.provideService(datasetContracts, operations);
-    const deletedHooks = new Set<DatasetDeletedHook>();
-    ctx.provideExtensionPoint(datasetDeletedHooks, ({ value }) => {
-      deletedHooks.add(value);
-      return () => void deletedHooks.delete(value);
-    });
     return {
       routes: [
-        ...datasetRoutes({ store, policies, readRows, loader, storage, deletedHooks, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT), maxPageBytes: config.SQL_MAX_RESULT_BYTES, csvLimits: { field: config.CSV_MAX_FIELD_BYTES, record: config.CSV_MAX_RECORD_BYTES } }),
+        ...datasetRoutes({ store, policies, readRows, loader, storage, events, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT), maxPageBytes: config.SQL_MAX_RESULT_BYTES, csvLimits: { field: config.CSV_MAX_FIELD_BYTES, record: config.CSV_MAX_RECORD_BYTES } }),
         ...policyRoutes({ store, policies }),
         ...contractRoutes({ store, contracts, operations }),
       ],

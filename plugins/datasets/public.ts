@@ -3,7 +3,7 @@
  * types only).
  */
 import type { RawBuilder } from 'kysely';
-import { extensionPoint, pluginServiceRef, type Principal } from '../../kernel/plugin-api.ts';
+import { pluginServiceRef, type Principal } from '../../kernel/plugin-api.ts';
 import type { DataColumn, DataColumnType } from '../../storage/index.ts';
 
 /** The capability to see every row of every dataset, whatever its row policies. */
@@ -133,8 +133,13 @@ export interface DatasetContracts {
 export const datasetContracts = pluginServiceRef<DatasetContracts>('datasets.contracts');
 
 /**
- * Called once a dataset is deleted, so the plugins that keep something about it (rules and their
- * runs, cached profiles) drop it too: nothing of a deleted dataset outlives it.
+ * The durable event published in the transaction that deletes a dataset, so the plugins that keep
+ * something about it (rules and their runs, cached profiles) drop it too: nothing of a deleted
+ * dataset outlives it, even when such a plugin is reloading or failing at that moment (it gets
+ * the event once it is back).
  */
-export type DatasetDeletedHook = (orgId: number, datasetId: number) => Promise<void>;
-export const datasetDeletedHooks = extensionPoint<DatasetDeletedHook>('datasets.deleted');
+export const DATASET_DELETED = 'datasets.deleted';
+export interface DatasetDeletedEvent {
+  dataset_id: number;
+  name: string;
+}

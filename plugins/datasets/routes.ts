@@ -1,6 +1,6 @@
 import bytes from 'bytes';
 import { z } from 'zod';
-import { defineRoute, identitySchemas as s, kernelServices, problems, reply, type ServiceType } from '../../kernel/plugin-api.ts';
+import { defineRoute, identitySchemas as s, kernelServices, problems, reply, type DomainEvents, type ServiceType } from '../../kernel/plugin-api.ts';
 import { exportStream } from './export.ts';
 import type { DataColumn } from '../../storage/index.ts';
 import type { CsvLimits } from './csv-field-limit.ts';
@@ -10,7 +10,7 @@ import { MAX_COLUMNS } from './column-names.ts';
 import type { Dataset, DatasetColumn, DatasetStore } from './dataset-store.ts';
 import type { DatasetLoader } from './loader.ts';
 import { FILTER_OPERATORS } from './filters.ts';
-import { ROWS_PAGE_MAX, type DatasetCatalog, type DatasetDeletedHook } from './public.ts';
+import { DATASET_DELETED, ROWS_PAGE_MAX, type DatasetCatalog, type DatasetDeletedEvent } from './public.ts';
 import { seesPii, visibilityOf } from './rows-query.ts';
 import type { RowPolicies } from './row-policies.ts';
 import { columnName, datasetName, datasetSchema, loadResultSchema, rowsPageSchema } from './schemas.ts';
@@ -26,7 +26,7 @@ export interface DatasetRouteDeps {
   loader: DatasetLoader;
   storage: ServiceType<typeof kernelServices.storage>;
   /** What other plugins drop once a dataset is deleted (the `datasets.deleted` extension point). */
-  deletedHooks: ReadonlySet<DatasetDeletedHook>;
+  events: DomainEvents;
   uploadLimitBytes: number;
   /** CSV_MAX_FIELD_BYTES and CSV_MAX_RECORD_BYTES */
   csvLimits: CsvLimits;
@@ -40,7 +40,7 @@ const publicDataset = ({ table_name: _table, created_by: _by, ...dataset }: Data
 const idParams = s.idParam('id');
 const base = { security: 'bearer', orgScoped: true } as const;
 
-export function datasetRoutes({ store, policies, readRows, loader, storage, deletedHooks, uploadLimitBytes, csvLimits, maxPageBytes }: DatasetRouteDeps) {
+export function datasetRoutes({ store, policies, readRows, loader, storage, events, uploadLimitBytes, csvLimits, maxPageBytes }: DatasetRouteDeps) {
   const columnsInput = z
     .array(z.object({ name: columnName, type: z.enum(DATA_COLUMN_TYPES), pii: z.boolean().default(false), description: z.string().max(2000).nullable().default(null) }))
     .max(MAX_COLUMNS)
@@ -153,8 +153,9 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, dele
       request: { params: idParams },
       responses: { 204: { description: 'Deleted' } },
       handler: async ({ params, orgId, audit }) => {
-        const dataset = await store.remove(orgId, params.id);
-        for (const dropped of deletedHooks) await dropped(orgId, dataset.id);
+        const dataset = await store.remove(orgId, params.id, (trx, doomed) =>
+          events.publish({ type: DATASET_DELETED, orgId, payload: { dataset_id: doomed.id, name: doomed.name } satisfies DatasetDeletedEvent }, trx),
+        );
         await audit.record({ action: 'dataset.delete', targetType: 'dataset', targetId: dataset.id, details: { name: dataset.name } });
         return reply(204);
       },

@@ -2,7 +2,7 @@ import { sql, type RawBuilder } from 'kysely';
 import { z } from 'zod';
 import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, type Principal } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
-import { datasetCatalog, datasetDeletedHooks, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
+import { datasetCatalog, DATASET_DELETED, type DatasetCatalog, type DatasetDeletedEvent, type DatasetInfo } from '../datasets/public.ts';
 import { columnProfile, type ColumnProfile } from './profile.ts';
 
 interface DatasetProfile {
@@ -84,7 +84,7 @@ class ProfileCache {
 
 /** The `statistics` router: dataset and column profiles. */
 export default definePlugin({
-  deps: { storage: kernelServices.storage },
+  deps: { storage: kernelServices.storage, events: kernelServices.events },
   migrations: {
     '2026-11-22T0400_profiles': {
       async up({ db, storage }) {
@@ -129,11 +129,15 @@ export default definePlugin({
       },
     },
   },
-  init: ({ storage }, ctx) => {
+  init: ({ storage, events }, ctx) => {
     const catalog = ctx.useService(datasetCatalog);
     const cache = new ProfileCache(storage, catalog);
-    ctx.contribute(datasetDeletedHooks, async (_orgId, datasetId) => {
-      await storage.db.deleteFrom('dataset_profiles').where('dataset_id', '=', datasetId).execute();
+    events.subscribe('dataset-deleted', {
+      types: [DATASET_DELETED],
+      async handle(event) {
+        const { dataset_id } = event.payload as DatasetDeletedEvent;
+        await storage.db.deleteFrom('dataset_profiles').where('dataset_id', '=', dataset_id).execute();
+      },
     });
     const view = async (orgId: number, id: number, principal: Principal) => {
       const dataset = await catalog.get(orgId, id);
