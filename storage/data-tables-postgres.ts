@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { finished } from 'node:stream/promises';
 import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
-import { sql } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { profilePostgres } from './column-profile-postgres.ts';
 import { QueryTimeoutError } from './read-only-query.ts';
 import type { PostgresTableClaims } from './table-claims-postgres.ts';
@@ -34,6 +34,23 @@ function copyField(type: DataColumnType, value: unknown): string {
   if (typeof value === 'boolean') return value ? 't' : 'f';
   if (typeof value === 'number') return String(value);
   return `"${String(value).replace(/"/g, '""')}"`;
+}
+
+/** Runs `work` in a transaction whose statements are stopped past `timeoutMs` (a QueryTimeoutError). */
+async function withStatementTimeout<T>(db: Kysely<any>, timeoutMs: number, work: (trx: Kysely<any>) => Promise<T>): Promise<T> {
+  try {
+    return await db.transaction().execute(async (trx) => {
+      await sql`select set_config('statement_timeout', ${String(Math.max(1, Math.floor(timeoutMs)))}, true)`.execute(trx);
+      return work(trx);
+    });
+  } catch (err) {
+    throw stoppedByTimeout(err, timeoutMs);
+  }
+}
+
+/** A statement Postgres stopped (statement_timeout) as the QueryTimeoutError it is; any other error as it is. */
+export function stoppedByTimeout(err: unknown, timeoutMs: number): unknown {
+  return (err as { code?: string })?.code === QUERY_CANCELED ? new QueryTimeoutError(`the query ran longer than ${timeoutMs} ms and was stopped`) : err;
 }
 
 /**
@@ -146,22 +163,11 @@ export const createPostgresDataTables = (pool: pg.Pool, claims: PostgresTableCla
   matches: (expression, pattern) => sql<boolean>`(${expression} ~ ${pattern})`,
   async patternError(db, pattern, timeoutMs) {
     try {
-      await this.withStatementTimeout(db, timeoutMs, (trx) => sql`select '' ~ ${pattern}`.execute(trx));
+      await withStatementTimeout(db, timeoutMs, (trx) => sql`select '' ~ ${pattern}`.execute(trx));
       return null;
     } catch (err) {
       if ((err as { code?: string }).code === INVALID_REGULAR_EXPRESSION) return (err as Error).message;
       if (err instanceof QueryTimeoutError) return `Postgres took longer than ${timeoutMs} ms to compile it`;
-      throw err;
-    }
-  },
-  async withStatementTimeout(db, timeoutMs, work) {
-    try {
-      return await db.transaction().execute(async (trx) => {
-        await sql`select set_config('statement_timeout', ${String(Math.max(1, Math.floor(timeoutMs)))}, true)`.execute(trx);
-        return work(trx);
-      });
-    } catch (err) {
-      if ((err as { code?: string }).code === QUERY_CANCELED) throw new QueryTimeoutError(`the query ran longer than ${timeoutMs} ms and was stopped`);
       throw err;
     }
   },

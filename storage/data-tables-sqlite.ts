@@ -123,7 +123,6 @@ export const createSqliteDataTables = (database: Database.Database): DataTables 
       return (err as Error).message;
     }
   },
-  withStatementTimeout: (db, _timeoutMs, work) => work(db),
   profile: profileSqlite,
   decode(type, value) {
     if (value === null || value === undefined) return null;

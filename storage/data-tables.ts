@@ -67,13 +67,6 @@ export interface DataTables {
    */
   patternError(db: Kysely<any>, pattern: string, timeoutMs: number): Promise<string | null>;
   /**
-   * Runs `work`, each statement it sends through the `db` it is given stopped past `timeoutMs`
-   * (a `QueryTimeoutError`). Postgres enforces it (a transaction with a local statement_timeout);
-   * SQLite's own connection cannot be interrupted, so there statements run to their end: give it
-   * only statements linear in the data (its `regexp` is RE2 for that reason).
-   */
-  withStatementTimeout<T>(db: Kysely<any>, timeoutMs: number, work: (db: Kysely<any>) => Promise<T>): Promise<T>;
-  /**
    * SQL text with the bound parameters written in as literals, for a fragment that must be spliced
    * into user-written SQL (whose own parameters keep their numbers).
    */

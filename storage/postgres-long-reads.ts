@@ -1,9 +1,6 @@
 import type pg from 'pg';
 import { CompiledQuery, PostgresDialect, type DatabaseConnection, type Driver } from 'kysely';
-import { QueryTimeoutError } from './read-only-query.ts';
-
-/** SQLSTATE of a statement stopped by statement_timeout (or a cancel). */
-const QUERY_CANCELED = '57014';
+import { stoppedByTimeout } from './data-tables-postgres.ts';
 
 /**
  * Long reads on Postgres: connections of the platform's pool. Answers the driver for a statement
@@ -21,8 +18,8 @@ export function postgresLongReads(pool: pg.Pool, stopping: () => boolean): (time
   return (timeoutMs) => {
     const innerOf = new WeakMap<DatabaseConnection, DatabaseConnection>();
     const own = (connection: DatabaseConnection) => innerOf.get(connection) ?? connection;
-    const timedOut = (err: unknown) =>
-      (err as { code?: unknown })?.code === QUERY_CANCELED && !stopping() ? new QueryTimeoutError(`the query ran longer than ${timeoutMs} ms and was stopped`) : err;
+    // A statement the platform's shutdown cancelled did not run too long.
+    const timedOut = (err: unknown) => (stopping() ? err : stoppedByTimeout(err, timeoutMs!));
     return {
       init: async () => undefined,
       async acquireConnection() {

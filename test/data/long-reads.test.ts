@@ -11,6 +11,8 @@ const CLIENT = fileURLToPath(new URL('./arrival-order.mjs', import.meta.url));
 const run = promisify(execFile);
 /** Time for the server to receive the long request and start on it before the health check is sent. */
 const HEAD_START_MS = 150;
+/** Far less than grouping the rows by a column of distinct strings takes. */
+const QUALITY_TIMEOUT_MS = 20;
 
 /**
  * Long reads (profiles, exports) run off the event loop: while one runs, the server still answers
@@ -22,7 +24,8 @@ describe.each(DIALECTS)('long reads leave the server responsive (%s)', (dialect)
   let datasetId: number;
 
   beforeAll(async () => {
-    t = await startTestKernel({ dialect });
+    // Quality runs of this suite have a time limit no grouping of its rows fits in.
+    t = await startTestKernel({ dialect, env: { DATA_QUALITY_TIMEOUT_MS: String(QUALITY_TIMEOUT_MS) } });
     const project = await t.request('POST', '/api/projects', { body: { key: 'LONG', name: 'Long reads' } });
     const columns = [
       { name: 'id', type: 'integer' },
@@ -65,5 +68,18 @@ describe.each(DIALECTS)('long reads leave the server responsive (%s)', (dialect)
     expect([healthStatus, long.status]).toEqual([200, 200]);
     expect(long.lines).toBe(ROWS + 1);
     expect(order).toEqual(['healthz', 'long']);
+  });
+
+  it('stops a quality rule whose query runs past DATA_QUALITY_TIMEOUT_MS, and long reads go on', async () => {
+    const rule = await t.request('POST', '/api/data-quality/rules', { body: { dataset_id: datasetId, name: 'unique notes', type: 'unique', params: { column: 'note' } } });
+    expect(rule.status, rule.text).toBe(201);
+    const run = await t.request('POST', `/api/data-quality/rules/${rule.body.id}/run`);
+    expect(run.status).toBe(200);
+    expect(run.body).toMatchObject({ status: 'error', failing_rows: 0 });
+    expect(run.body.message).toMatch(/timed out/);
+    // The worker that was stopped is replaced: reads still come back.
+    const page = await t.request('GET', `/api/datasets/${datasetId}/rows?limit=3&filter=id:lte:3`);
+    expect(page.status).toBe(200);
+    expect(page.body.rows.map((r: { id: number }) => r.id)).toEqual([1, 2, 3]);
   });
 });
