@@ -72,9 +72,6 @@ export const settingsSchema = z.object({
   /** Long reads (profiles, exports, pages of rows, quality runs) running at once: SQLite's read threads, Postgres connections. */
   READ_WORKERS: integer(LONG_READ_DEFAULTS.workers, 1),
   READ_WORKERS_PER_ORGANIZATION: integer(LONG_READ_DEFAULTS.perOrganization, 1),
-  /** Long reads (profiles, exports, pages of rows, quality runs) running at once: SQLite's read threads, Postgres connections. */
-  READ_WORKERS: integer(LONG_READ_DEFAULTS.workers, 1),
-  READ_WORKERS_PER_ORGANIZATION: integer(LONG_READ_DEFAULTS.perOrganization, 1),
   PAT_MAX_PER_USER: integer(20, 1),
   PAT_RATE_LIMIT_PER_MIN: integer(0),
   API_KEY_RATE_LIMIT_PER_MIN: integer(0),

@@ -4,10 +4,7 @@ import { changeEvents, checkCounterName, CREATE_COUNTERS_TABLE, isLastCounterGon
 import { quoteIdentifier } from './data-tables.ts';
 import { createPostgresDataTables } from './data-tables-postgres.ts';
 import { kyselyOver, LONG_READ_DEFAULTS, withTurns } from './long-reads.ts';
-import { kyselyOver, LONG_READ_DEFAULTS, withTurns } from './long-reads.ts';
 import { isPostgresConnectionLost, superviseConnections } from './postgres-connections.ts';
-import { postgresLongReads } from './postgres-long-reads.ts';
-import { ReadTurns } from './read-turns.ts';
 import { postgresLongReads } from './postgres-long-reads.ts';
 import { ReadTurns } from './read-turns.ts';
 import { PostgresListener } from './postgres-listener.ts';
@@ -72,7 +69,6 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
     db,
     description: redactUrl(connectionString),
     dataTables: createPostgresDataTables(pool, claims),
-    longReads: (orgId, readOptions) => kyselyOver(dialect, withTurns(longReadDriver(readOptions?.timeoutMs), turns, orgId)),
     longReads: (orgId, readOptions) => kyselyOver(dialect, withTurns(longReadDriver(readOptions?.timeoutMs), turns, orgId)),
     types: { json: 'jsonb', timestamp: 'timestamptz', text: 'text', integer: 'integer', bigint: 'bigint', boolean: 'boolean', double: 'double precision' },
     addIdColumn<TB extends string, C extends string>(table: CreateTableBuilder<TB, C>, name = 'id') {

@@ -7,10 +7,7 @@ import { quoteIdentifier } from './data-tables.ts';
 import { createSqliteDataTables, physical } from './data-tables-sqlite.ts';
 import { kyselyOver, LONG_READ_DEFAULTS, LongReadStoppedError, withTurns } from './long-reads.ts';
 import { ReadTurns } from './read-turns.ts';
-import { kyselyOver, LONG_READ_DEFAULTS, LongReadStoppedError, withTurns } from './long-reads.ts';
-import { ReadTurns } from './read-turns.ts';
 import { parseSqliteGovernedSelect } from './select-statement.ts';
-import { SqliteReadPool } from './sqlite-read-pool.ts';
 import { SqliteReadPool } from './sqlite-read-pool.ts';
 import { SqliteReadOnlyRunner } from './sqlite-read-only.ts';
 import { registerRegexp } from './sqlite-regexp.mjs';
@@ -62,7 +59,6 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
     db,
     description: `sqlite:${file}`,
     dataTables: createSqliteDataTables(database),
-    longReads: (orgId, readOptions) => (reads ? kyselyOver(dialect, withTurns(reads.driver(readOptions?.timeoutMs), turns, orgId)) : db),
     longReads: (orgId, readOptions) => (reads ? kyselyOver(dialect, withTurns(reads.driver(readOptions?.timeoutMs), turns, orgId)) : db),
     types: { json: 'text', timestamp: 'text', text: 'text', integer: 'integer', bigint: 'integer', boolean: 'boolean', double: 'real' },
     addIdColumn<TB extends string, C extends string>(table: CreateTableBuilder<TB, C>, name = 'id') {

@@ -1,7 +1,6 @@
 import type { ColumnDataType, CreateTableBuilder, Kysely, SelectQueryBuilder, Transaction } from 'kysely';
 import type { DataTables } from './data-tables.ts';
 import type { LongReadOptions } from './long-reads.ts';
-import type { LongReadOptions } from './long-reads.ts';
 import type { ReadOnlyQuery, ReadOnlyResult } from './read-only-query.ts';
 import type { GovernedSelect } from './select-statement.ts';
 
@@ -116,16 +115,6 @@ export interface Storage {
   snapshotSchema(executor?: Kysely<any>): Promise<TableSnapshot[]>;
   /** Dataset tables: real tables in a per-organization namespace. */
   readonly dataTables: DataTables;
-  /**
-   * A query builder for reads that may take long (profiles, exports, pages of rows, quality runs),
-   * made for organization `orgId`. SQLite: each statement runs in a worker thread on a read-only
-   * connection of its own (WAL lets it read beside the writer), so the event loop keeps answering
-   * other requests. Postgres: the pool's connections. At most `readWorkers` such statements run at
-   * once and `readWorkersPerOrganization` of one organization; the others wait their turn,
-   * organizations taking turns, so one tenant never takes every worker. Reads only (the SQLite
-   * connections are read-only); a transaction on it is one snapshot of the data.
-   */
-  longReads(orgId: number, options?: LongReadOptions): Kysely<any>;
   /**
    * A query builder for reads that may take long (profiles, exports, pages of rows, quality runs),
    * made for organization `orgId`. SQLite: each statement runs in a worker thread on a read-only
