@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { Storage } from './types.ts';
+import type { Storage, TableSnapshot } from './types.ts';
 
 const TABLE = 'kernel_migrations';
 
@@ -46,27 +46,65 @@ export class MigrationError extends Error {
 export class Migrator {
   constructor(private readonly storage: Storage) {}
 
-  /** Applies every pending migration of the sources, in the order given. Applies nothing twice. */
+  /** Applies every pending migration of the sources, in the order given, each in its own transaction. Applies nothing twice. */
   async migrateUp(sources: MigrationSource[]): Promise<MigrationStep[]> {
     return this.storage.withMigrationLock(async () => {
-      await this.ensureTable();
-      const applied = await this.appliedRows();
       const steps: MigrationStep[] = [];
-      for (const source of sources) {
-        const done = new Set(applied.filter((r) => r.plugin_id === source.pluginId).map((r) => r.name));
-        const names = Object.keys(source.migrations).sort();
-        const lastApplied = names.filter((n) => done.has(n)).at(-1);
-        for (const name of names) {
-          if (done.has(name)) continue;
-          if (lastApplied && name < lastApplied) {
-            throw new MigrationError('KRN_ERR_MIGRATION_ORDER', `migration ${source.pluginId}:${name} sorts before the already applied ${source.pluginId}:${lastApplied}; give it a later name`);
-          }
-          await this.run(source.pluginId, name, source.migrations[name], 'up');
-          steps.push({ pluginId: source.pluginId, name, direction: 'up' });
-        }
+      for (const { pluginId, name, migration } of await this.pending(sources)) {
+        await this.run(pluginId, name, migration, 'up');
+        steps.push({ pluginId, name, direction: 'up' });
       }
       return steps;
     });
+  }
+
+  /**
+   * Applies every pending migration of the sources in one transaction, then hands `check` the schema
+   * as it was before them and as it is after them, still inside that transaction. If `check` (or a
+   * migration) throws, all of them are rolled back (SQLite and Postgres both have transactional
+   * DDL) and the error is thrown on as it is.
+   */
+  async migrateUpChecked(sources: MigrationSource[], check: (before: TableSnapshot[], after: TableSnapshot[], steps: MigrationStep[]) => void): Promise<MigrationStep[]> {
+    return this.storage.withMigrationLock(async () => {
+      const pending = await this.pending(sources);
+      if (pending.length === 0) return [];
+      const { storage } = this;
+      return storage.transaction(async (trx) => {
+        const before = await storage.snapshotSchema(trx);
+        const steps: MigrationStep[] = [];
+        for (const { pluginId, name, migration } of pending) {
+          try {
+            await migration.up({ db: trx, storage });
+          } catch (err) {
+            throw new MigrationError('KRN_ERR_MIGRATION_FAILED', `migration ${pluginId}:${name} (up) failed: ${(err as Error).message}`);
+          }
+          await trx.insertInto(TABLE).values({ plugin_id: pluginId, name, applied_at: storage.now() }).execute();
+          steps.push({ pluginId, name, direction: 'up' });
+        }
+        check(before, await storage.snapshotSchema(trx), steps);
+        return steps;
+      });
+    });
+  }
+
+  /** The migrations of the sources not applied yet, in order; one sorting before an applied one of its plugin is refused. */
+  private async pending(sources: MigrationSource[]): Promise<{ pluginId: string; name: string; migration: Migration }[]> {
+    await this.ensureTable();
+    const applied = await this.appliedRows();
+    const pending: { pluginId: string; name: string; migration: Migration }[] = [];
+    for (const source of sources) {
+      const done = new Set(applied.filter((r) => r.plugin_id === source.pluginId).map((r) => r.name));
+      const names = Object.keys(source.migrations).sort();
+      const lastApplied = names.filter((n) => done.has(n)).at(-1);
+      for (const name of names) {
+        if (done.has(name)) continue;
+        if (lastApplied && name < lastApplied) {
+          throw new MigrationError('KRN_ERR_MIGRATION_ORDER', `migration ${source.pluginId}:${name} sorts before the already applied ${source.pluginId}:${lastApplied}; give it a later name`);
+        }
+        pending.push({ pluginId: source.pluginId, name, migration: source.migrations[name] });
+      }
+    }
+    return pending;
   }
 
   /**

@@ -49,6 +49,12 @@ export class OfferingTable {
     this.points.set(point.id, { ownerId, point, accept, keys: new Map() });
   }
 
+  /** Checks a contribution against its point (schema, unique key) without handing it over; a refused one throws, naming why. */
+  check(pointId: string, contribution: Contribution<unknown>): void {
+    const provided = this.points.get(pointId);
+    if (provided) keyOf(provided, pointId, contribution);
+  }
+
   /**
    * Checks a contribution against its point (schema, unique key) and hands it to the point's owner;
    * returns what withdraws it. A refused contribution throws, naming why.
@@ -56,18 +62,10 @@ export class OfferingTable {
   contribute(pointId: string, contribution: Contribution<unknown>): Disposable | void {
     const provided = this.points.get(pointId);
     if (!provided) return;
-    const { point, keys } = provided;
-    if (point.schema) {
-      const checked = point.schema.safeParse(contribution.value);
-      if (!checked.success) {
-        const issue = checked.error.issues[0];
-        throw pluginErrors.contributionInvalid(contribution.pluginId, pointId, `${issue.path.join('.') || '(the value)'}: ${issue.message}`);
-      }
-    }
-    const key = point.key?.(contribution.value);
+    const key = keyOf(provided, pointId, contribution);
     if (key === undefined) return provided.accept(contribution);
+    const { keys } = provided;
     const holder = keys.get(key);
-    if (holder && holder.pluginId !== contribution.pluginId) throw pluginErrors.contributionDuplicate(contribution.pluginId, pointId, key, holder.pluginId);
     const undo = provided.accept(contribution);
     keys.set(key, { pluginId: contribution.pluginId, count: (holder?.count ?? 0) + 1 });
     return async () => {
@@ -91,4 +89,19 @@ export class OfferingTable {
   service(serviceId: string): unknown {
     return this.services.get(serviceId)?.implementation;
   }
+}
+
+/** The contribution's key at its point, once its value matches the point's schema and no other plugin holds the key. */
+function keyOf({ point, keys }: ProvidedPoint, pointId: string, contribution: Contribution<unknown>): string | undefined {
+  if (point.schema) {
+    const checked = point.schema.safeParse(contribution.value);
+    if (!checked.success) {
+      const issue = checked.error.issues[0];
+      throw pluginErrors.contributionInvalid(contribution.pluginId, pointId, `${issue.path.join('.') || '(the value)'}: ${issue.message}`);
+    }
+  }
+  const key = point.key?.(contribution.value);
+  const holder = key === undefined ? undefined : keys.get(key);
+  if (holder && holder.pluginId !== contribution.pluginId) throw pluginErrors.contributionDuplicate(contribution.pluginId, pointId, key!, holder.pluginId);
+  return key;
 }

@@ -22,6 +22,14 @@ export const pluginErrors = {
   initFailed: (id: string, reason: string) => new PluginLoadError('KRN_ERR_PLUGIN_INIT', `plugin "${id}" failed to initialise: ${reason}`),
   timeout: (id: string, ms: number) => new PluginLoadError('KRN_ERR_PLUGIN_TIMEOUT', `plugin "${id}" did not finish initialising within ${ms} ms`),
   migration: (id: string, reason: string) => new PluginLoadError('KRN_ERR_PLUGIN_MIGRATION', `plugin "${id}": ${reason}`),
+  /** A reloaded version failed after its (additive) migrations committed: they stay, beside the version still serving. */
+  additiveMigrationsKept: (error: PluginLoadError, migrations: string[]) =>
+    new PluginLoadError(error.code, `${error.message}; its migrations ${migrations.join(', ')} only add to the schema and stay applied`),
+  migrationNotAdditive: (id: string, migrations: string[], changes: string[]) =>
+    new PluginLoadError(
+      'KRN_ERR_PLUGIN_MIGRATION_NOT_ADDITIVE',
+      `plugin "${id}": a hot reload applies only migrations that add to the schema, and ${migrations.join(', ')} ${changes.join('; ')}; nothing was applied and the running version keeps serving: restart the server to apply ${migrations.length > 1 ? 'them' : 'it'}`,
+    ),
   routeConflict: (route: string, first: string, second: string) =>
     new PluginLoadError('KRN_ERR_PLUGIN_ROUTE_CONFLICT', `route ${route} is claimed by both plugin "${first}" and plugin "${second}"`),
   routeInvalid: (id: string, reason: string) => new PluginLoadError('KRN_ERR_PLUGIN_ROUTE_INVALID', `plugin "${id}": ${reason}`),

@@ -8,6 +8,7 @@ import { Generation, findConflict, type RouteCompiler } from './generation.ts';
 import type { LoadedPlugin, RecipeType } from './loaded-plugin.ts';
 import { listManifestFiles, readManifest, type ManifestRead, type PluginManifest } from './manifest.ts';
 import { loadPlugin, type LoaderEnvironment } from './plugin-loader.ts';
+import { CodeWatcher } from './code-watcher.ts';
 import { PluginLoadError, pluginErrors } from './plugin-errors.ts';
 import { topologicalOrder, transitiveDependencies } from './dependency-order.ts';
 
@@ -37,6 +38,13 @@ export class RequiredPluginError extends Error {}
 const WATCH_DEBOUNCE_MS = 150;
 
 /**
+ * Loads so far in this process: each load imports its plugin's modules under a URL of its own. Counted
+ * per process, not per registry: two kernels in one process (a test's second instance) must not
+ * import one module URL for two different versions of the code.
+ */
+let loads = 0;
+
+/**
  * Loads, orders, reloads and unloads plugins from their manifests. Every change is a transaction:
  * new plugin versions are built beside the live ones, checked, and swapped in as a new generation;
  * if a reload fails the previous versions keep serving.
@@ -45,11 +53,12 @@ export class PluginRegistry implements PluginRegistryService {
   private readonly entries = new Map<string, Entry>();
   private offerings = new OfferingTable();
   private generationCounter = 0;
-  private loadCounter = 0;
   private queue: Promise<unknown> = Promise.resolve();
   private readonly retiring = new Set<Promise<void>>();
   private readonly watchers: fs.FSWatcher[] = [];
-  private readonly pendingFiles = new Map<string, NodeJS.Timeout>();
+  private codeWatcher: CodeWatcher | undefined;
+  /** Manifest files to apply once their folder is quiet; `force` when their plugin's code changed. */
+  private readonly pendingFiles = new Map<string, { timer: NodeJS.Timeout; force: boolean }>();
   current: Generation;
 
   constructor(private readonly options: RegistryOptions) {
@@ -66,8 +75,13 @@ export class PluginRegistry implements PluginRegistryService {
     }
   }
 
-  /** Starts watching the manifest folders: added, changed and removed manifests take effect at once. */
+  /**
+   * Starts watching the manifest folders (added, changed and removed manifests take effect at once)
+   * and the code folders of the declared plugins (an edited code file reloads its plugin).
+   */
   watch(): void {
+    this.codeWatcher = new CodeWatcher((dir, file) => this.codeChanged(dir, file), this.options.logger);
+    this.codeWatcher.watch(this.codeDirs());
     for (const dir of this.options.manifestDirs) {
       if (!fs.existsSync(dir)) continue;
       const watcher = fs.watch(dir, (_event, name) => {
@@ -115,14 +129,16 @@ export class PluginRegistry implements PluginRegistryService {
   }
 
   /** Re-reads the given manifest files (added, changed or deleted) and applies the difference. */
-  async syncFiles(files: string[]): Promise<void> {
-    await this.serialize(() => this.reconcile(files.map((f) => path.resolve(f)), false));
+  async syncFiles(files: string[], force = false): Promise<void> {
+    await this.serialize(() => this.reconcile(files.map((f) => path.resolve(f)), false, force));
   }
 
   /** Stops watching, waits for retiring versions, then drains and disposes every live plugin. */
   async stop(): Promise<void> {
     this.watchers.splice(0).forEach((w) => w.close());
-    this.pendingFiles.forEach((timer) => clearTimeout(timer));
+    this.codeWatcher?.close();
+    this.codeWatcher = undefined;
+    this.pendingFiles.forEach(({ timer }) => clearTimeout(timer));
     await this.serialize(async () => {
       await Promise.all(this.retiring);
       const live = [...this.current.plugins.values()];
@@ -131,15 +147,28 @@ export class PluginRegistry implements PluginRegistryService {
     });
   }
 
-  private scheduleSync(file: string) {
-    clearTimeout(this.pendingFiles.get(file));
-    this.pendingFiles.set(
-      file,
-      setTimeout(() => {
-        this.pendingFiles.delete(file);
-        this.syncFiles([file]).catch((err) => this.options.logger.error({ err, file }, 'manifest sync failed'));
-      }, WATCH_DEBOUNCE_MS),
-    );
+  /** Applies the manifest file once no change came for WATCH_DEBOUNCE_MS (an editor saves in several writes; a checkout touches many files). */
+  private scheduleSync(file: string, force = false) {
+    const pending = this.pendingFiles.get(file);
+    clearTimeout(pending?.timer);
+    const reload = force || pending?.force === true;
+    const timer = setTimeout(() => {
+      this.pendingFiles.delete(file);
+      this.syncFiles([file], reload).catch((err) => this.options.logger.error({ err, file }, 'manifest sync failed'));
+    }, WATCH_DEBOUNCE_MS);
+    this.pendingFiles.set(file, { timer, force: reload });
+  }
+
+  /** A code file changed in `dir`: every plugin whose entry lives there is reloaded, even though its manifest is unchanged. */
+  private codeChanged(dir: string, file: string) {
+    // A manifest beside its plugin's code is the manifest watcher's.
+    if (file.endsWith('.json') && this.options.manifestDirs.some((d) => path.resolve(d) === path.dirname(file))) return;
+    for (const entry of this.entries.values()) if (codeDirOf(entry) === dir) this.scheduleSync(entry.file, true);
+  }
+
+  /** The folders of the entry modules of the declared, enabled plugins (loaded or failed: a fix to a failed one loads it). */
+  private codeDirs(): Set<string> {
+    return new Set([...this.entries.values()].map(codeDirOf).filter((dir): dir is string => dir !== undefined));
   }
 
   private serialize<T>(work: () => Promise<T>): Promise<T> {
@@ -224,7 +253,7 @@ export class PluginRegistry implements PluginRegistryService {
         const missing = manifest.depends_on.find((dep) => !stagedLive.has(dep));
         if (missing) throw pluginErrors.dependencyMissing(id, missing);
         const plugin = await loadPlugin(
-          { manifest, file, dependencies: transitiveDependencies(id, byId), offerings: stagedOfferings, generation: ++this.loadCounter },
+          { manifest, file, dependencies: transitiveDependencies(id, byId), offerings: stagedOfferings, generation: ++loads, additiveOnly: !startup },
           this.options.loader,
         );
         created.push(plugin);
@@ -275,6 +304,7 @@ export class PluginRegistry implements PluginRegistryService {
     }
     this.offerings = stagedOfferings;
     this.current = new Generation(++this.generationCounter, stagedLive, this.options.compile);
+    this.codeWatcher?.watch(this.codeDirs());
     for (const plugin of retired) this.retire(plugin);
     for (const [id, outcome] of outcomes) if (outcome.state === 'loaded') logger.info({ plugin: id, version: outcome.live!.manifest.version }, 'plugin loaded');
     return null;
@@ -304,6 +334,11 @@ export class PluginRegistry implements PluginRegistryService {
     }
     return result;
   }
+}
+
+function codeDirOf(entry: Entry): string | undefined {
+  if (!entry.read.ok || !entry.read.manifest.enabled) return undefined;
+  return path.dirname(path.resolve(path.dirname(entry.file), entry.read.manifest.entry));
 }
 
 function statusOf(entry: Entry): PluginStatus {

@@ -46,7 +46,8 @@ export function pluginRoutes(registry: PluginRegistryService, enablement: Plugin
       method: 'post',
       path: '/{id}/reload',
       summary: 'Reload a plugin (and the plugins depending on it) from its manifest, without a restart',
-      description: 'Requests in flight finish on the version that took them. If the new version fails, the previous one keeps serving and the answer is 422.',
+      description:
+        'Requests in flight finish on the version that took them. The new version is imported and checked before its migrations run; on a reload only additive migrations apply (new tables, new columns that are nullable or have a default, new indexes), in one transaction: any other change is rolled back and refused with code KRN_ERR_PLUGIN_MIGRATION_NOT_ADDITIVE, to be applied by a restart. If the new version fails, the previous one keeps serving and the answer is 422 with the reason and its code.',
       security: 'bearer',
       capability: 'plugins.manage',
       request: { params: pluginIdParams },
