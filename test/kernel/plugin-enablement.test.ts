@@ -4,18 +4,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS, REPO_ROOT, startTestKernel, tempDir, type TestKernel } from '../harness/index.ts';
 
 /**
- * A third-party plugin as its author would write it, in a folder outside the repository: org-scoped
- * routes (notes kept per organization) and a connector type. It imports the kernel's contract and
- * zod by absolute path, as a folder without node_modules of its own must.
+ * A third-party plugin as its author would write it, in a folder outside the repository (no
+ * node_modules of its own: the SDK specifier brings the contract and zod): org-scoped routes
+ * (notes kept per organization) and a connector type.
  */
 function writeThirdPartyPlugin(root: string) {
-  const api = path.join(REPO_ROOT, 'kernel/plugin-api.ts');
-  const zod = path.join(REPO_ROOT, 'node_modules/zod/index.js');
   fs.mkdirSync(path.join(root, 'acme'));
   fs.writeFileSync(
     path.join(root, 'acme/index.ts'),
-    `import { z } from ${JSON.stringify(zod)};
-import { definePlugin, defineRoute, extensionPoint, problems, reply } from ${JSON.stringify(api)};
+    `import { definePlugin, defineRoute, extensionPoint, problems, reply, z } from 'data-platform/plugin-api';
 
 const connectorTypes = extensionPoint<Record<string, unknown>>('connectors.types');
 

@@ -4,24 +4,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createScratchDatabase, DIALECTS, REPO_ROOT, startTestKernel, tempDir, type TestKernel } from '../harness/index.ts';
+import { createScratchDatabase, DIALECTS, REPO_ROOT, startTestKernel, tempDir, until, type TestKernel } from '../harness/index.ts';
 import type { ScratchDatabase } from '../harness/scratch-database.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Polls `probe` until `done` holds or `timeoutMs` passes; returns the last answer. */
-async function until<T>(probe: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 8_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last = await probe();
-  while (!done(last) && Date.now() < deadline) {
-    await sleep(50);
-    last = await probe();
-  }
-  return last;
-}
-
-const API = JSON.stringify(path.join(REPO_ROOT, 'kernel/plugin-api.ts'));
-const ZOD = JSON.stringify(path.join(REPO_ROOT, 'node_modules/zod/index.js'));
 
 /** The ledger's migrations, as its author adds them version after version. */
 const MIGRATIONS = {
@@ -42,8 +29,7 @@ function ledger(root: string) {
   return (version: string, options: { migrations: (keyof typeof MIGRATIONS)[]; initFails?: boolean; manifest?: Record<string, unknown> }) => {
     fs.writeFileSync(
       path.join(root, 'ledger/index.ts'),
-      `import { z } from ${ZOD};
-import { definePlugin, defineRoute, kernelServices, reply } from ${API};
+      `import { definePlugin, defineRoute, kernelServices, reply, z } from 'data-platform/plugin-api';
 
 export default definePlugin({
   deps: { storage: kernelServices.storage },
@@ -178,7 +164,7 @@ describe.each(DIALECTS)('watching plugin code (%s)', (dialect) => {
   const writeEntry = (suffix: string) =>
     fs.writeFileSync(
       path.join(dir, 'index.ts'),
-      `import { definePlugin, defineRoute } from ${API};
+      `import { definePlugin, defineRoute } from 'data-platform/plugin-api';
 import { greeting } from './lib/greeting.ts';
 
 export default definePlugin({
