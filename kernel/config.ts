@@ -98,6 +98,17 @@ export const settingsSchema = z.object({
 
 export type Settings = Omit<z.infer<typeof settingsSchema>, 'VALIDATE_RESPONSES' | 'RATE_LIMIT_STORE'> & { VALIDATE_RESPONSES: boolean; RATE_LIMIT_STORE: 'memory' | 'database' };
 
+/** Secrets, and settings that may carry a password: the kernel keeps them; no plugin is given them. */
+export const SECRET_SETTINGS = ['JWT_SECRET', 'PAT_HASH_KEY', 'VAULT_KEY', 'ADMIN_PASSWORD', 'DATABASE_URL', 'SMTP_URL'] as const;
+export type PluginVisibleSettings = Omit<Settings, (typeof SECRET_SETTINGS)[number]>;
+
+/** The settings a plugin sees through the `config` service. */
+export function pluginVisibleSettings(settings: Settings): Readonly<PluginVisibleSettings> {
+  const visible: Record<string, unknown> = { ...settings };
+  for (const name of SECRET_SETTINGS) delete visible[name];
+  return Object.freeze(visible as PluginVisibleSettings);
+}
+
 /** A setting failed validation; `message` is the one line printed before the process stops. */
 export class SettingsError extends Error {}
 

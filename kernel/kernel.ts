@@ -8,7 +8,7 @@ import { Authorizer } from './auth/authorizer.ts';
 import { issueAccessToken, type JwtSettings } from './auth/jwt.ts';
 import { Tenancy } from './auth/tenancy.ts';
 import { bootstrapAdmin } from './bootstrap.ts';
-import type { Settings } from './config.ts';
+import { pluginVisibleSettings, type Settings } from './config.ts';
 import { createApp, type InflightCounter } from './http/app.ts';
 import { createRouteCompiler } from './http/route-compiler.ts';
 import { GroupDirectory } from './identity/groups.ts';
@@ -122,8 +122,9 @@ export class Kernel {
     this.events = new EventDispatcher(this.storage, { pollMs: settings.EVENTS_POLL_MS, maxAttempts: settings.EVENTS_MAX_ATTEMPTS }, this.logger.child({ component: 'events' }));
     const eventStore = new EventStore(this.storage);
 
+    const pluginSettings = pluginVisibleSettings(settings);
     const services: Record<string, (pluginId: string, onDispose: (dispose: () => void | Promise<void>) => void) => unknown> = {
-      [kernelServices.config.id]: () => Object.freeze({ ...settings }),
+      [kernelServices.config.id]: () => pluginSettings,
       [kernelServices.logger.id]: (pluginId) => this.logger.child({ plugin: pluginId }),
       [kernelServices.storage.id]: () => this.storage,
       [kernelServices.plugins.id]: () => this.registry,

@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import type { ZodType } from 'zod';
-import type { Settings } from './config.ts';
+import type { PluginVisibleSettings } from './config.ts';
 import type { RouteDefinition } from './route.ts';
 import type { PluginManifest } from './registry/manifest.ts';
 import type { Migration, Storage } from '../storage/index.ts';
@@ -60,7 +60,8 @@ export interface PluginRegistryService {
 }
 
 export const kernelServices = {
-  config: serviceRef<Readonly<Settings>>('kernel.config'),
+  /** The kernel's settings, without its secrets and credentials (SECRET_SETTINGS); a plugin's own settings are `ctx.config`. */
+  config: serviceRef<Readonly<PluginVisibleSettings>>('kernel.config'),
   /** A logger whose lines carry the plugin id. */
   logger: serviceRef<Logger>('kernel.logger'),
   storage: serviceRef<Storage>('kernel.storage'),
@@ -168,8 +169,10 @@ export interface Contribution<T> {
   pluginId: string;
 }
 
-export interface PluginContext {
+export interface PluginContext<C = undefined> {
   readonly pluginId: string;
+  /** The plugin's own settings: the manifest's `config` section, checked against the definition's `config` schema. */
+  readonly config: C;
   readonly manifest: Readonly<PluginManifest>;
   /** Absolute directory of the plugin's entry module. */
   readonly dir: string;
@@ -199,16 +202,21 @@ export interface PluginContributions {
 
 const PLUGIN_BRAND = Symbol.for('platform.plugin-definition');
 
-export interface PluginDefinition<D extends ServiceRefs = ServiceRefs> {
+export interface PluginDefinition<D extends ServiceRefs = ServiceRefs, C = any> {
   readonly [PLUGIN_BRAND]: true;
   /** Kernel services the plugin needs, by reference. */
   deps: D;
+  /**
+   * The schema of the plugin's own settings, read from its manifest's `config` section before
+   * init; a section that does not match fails the load naming the field (KRN_ERR_PLUGIN_CONFIG_INVALID).
+   */
+  config?: ZodType<C>;
   /** The plugin's own migrations (applied before init, namespaced by plugin id). */
   migrations?: Record<string, Migration>;
-  init(services: { [K in keyof D]: ServiceType<D[K]> }, ctx: PluginContext): Promise<PluginContributions | void> | PluginContributions | void;
+  init(services: { [K in keyof D]: ServiceType<D[K]> }, ctx: PluginContext<C>): Promise<PluginContributions | void> | PluginContributions | void;
 }
 
-export function definePlugin<D extends ServiceRefs>(definition: Omit<PluginDefinition<D>, typeof PLUGIN_BRAND>): PluginDefinition<D> {
+export function definePlugin<D extends ServiceRefs, C = undefined>(definition: Omit<PluginDefinition<D, C>, typeof PLUGIN_BRAND>): PluginDefinition<D, C> {
   return { ...definition, [PLUGIN_BRAND]: true };
 }
 

@@ -67,6 +67,8 @@ export const manifestSchema = z
       .optional(),
     /** Declarative contributions: extension point id → entries handed to the point's owner. */
     contributes: z.record(z.string(), z.array(z.unknown())).default({}),
+    /** The plugin's own settings, checked against its definition's `config` schema when it loads. */
+    config: z.record(z.string(), z.unknown()).default({}),
   })
   .strict()
   .superRefine((manifest, ctx) => {

@@ -41,6 +41,8 @@ export const pluginErrors = {
     new PluginLoadError('KRN_ERR_PLUGIN_CONTRIBUTION_INVALID', `plugin "${id}" contributes to extension point "${point}" something it does not accept: ${reason}`),
   contributionDuplicate: (id: string, point: string, key: string, first: string) =>
     new PluginLoadError('KRN_ERR_PLUGIN_CONTRIBUTION_DUPLICATE', `plugin "${id}" contributes "${key}" to extension point "${point}", which plugin "${first}" already contributes`),
+  configInvalid: (id: string, field: string, reason: string) =>
+    new PluginLoadError('KRN_ERR_PLUGIN_CONFIG_INVALID', `plugin "${id}": its manifest's config.${field} ${reason}`),
   kernelVersion: (id: string, range: string, version: string) =>
     new PluginLoadError('KRN_ERR_PLUGIN_KERNEL_VERSION', `plugin "${id}" supports kernel versions ${range}; this kernel is ${version}`),
   extensionPointMissing: (id: string, point: string) =>

@@ -3,7 +3,7 @@ import { pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
 import type { Migration, Migrator } from '../../storage/index.ts';
 import { nonAdditiveChanges } from './additive-schema.ts';
-import { isPluginDefinition, type Disposable, type PluginContext, type PluginContributions, type ServiceRef } from '../plugin-api.ts';
+import { isPluginDefinition, type Disposable, type PluginContext, type PluginContributions, type PluginDefinition, type ServiceRef } from '../plugin-api.ts';
 import { KERNEL_OWNER, type OfferingTable } from './offerings.ts';
 import { LoadedPlugin, type RecipeType } from './loaded-plugin.ts';
 import type { PluginManifest } from './manifest.ts';
@@ -64,6 +64,7 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
     services[name] = service;
   }
   if (unknown.length) throw pluginErrors.serviceUnknown(manifest.id, unknown);
+  const config = pluginConfig(manifest, definition);
 
   const checkPoint = (pointId: string) => {
     const owner = offerings.pointOwner(pointId);
@@ -74,8 +75,9 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
     const undo = offerings.contribute(pointId, { value, pluginId: manifest.id });
     if (undo) disposables.push(undo);
   };
-  const context: PluginContext = {
+  const context: PluginContext<unknown> = {
     pluginId: manifest.id,
+    config,
     manifest,
     dir,
     onDispose: (dispose) => void disposables.push(dispose),
@@ -171,4 +173,18 @@ async function withTimeout<T>(work: Promise<T>, ms: number, onTimeout: () => Err
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** The manifest's `config` section as the plugin's schema reads it; a plugin without a schema takes none. */
+function pluginConfig(manifest: PluginManifest, definition: PluginDefinition): unknown {
+  if (!definition.config) {
+    const given = Object.keys(manifest.config);
+    if (given.length) throw pluginErrors.configInvalid(manifest.id, given[0], 'is not a setting of this plugin (it declares no config schema)');
+    return undefined;
+  }
+  const parsed = definition.config.safeParse(manifest.config);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  const keys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
+  throw pluginErrors.configInvalid(manifest.id, issue.path.join('.') || '(section)', `${issue.message}${keys}`);
 }
