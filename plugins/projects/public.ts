@@ -2,7 +2,7 @@
  * The projects plugin's public contract: what plugins depending on it may import (references and
  * types only; everything else in this folder is private to the plugin).
  */
-import { extensionPoint, pluginServiceRef } from '../../kernel/plugin-api.ts';
+import { defineExtensionPoint, pluginServiceRef, z } from '../../kernel/plugin-api.ts';
 
 export interface ProjectCatalog {
   /** True when the project exists in the organization. */
@@ -14,4 +14,8 @@ export const projectCatalog = pluginServiceRef<ProjectCatalog>('projects.catalog
 /** Asked before a project is deleted: a reason to refuse (e.g. "holds 3 datasets"), or null. */
 export type ProjectDeleteGuard = (orgId: number, projectId: number) => Promise<string | null>;
 
-export const projectDeleteGuards = extensionPoint<ProjectDeleteGuard>('projects.delete-guards');
+/** Checked: a contribution must be a function (from code only: a manifest cannot hold one). */
+export const projectDeleteGuards = defineExtensionPoint<ProjectDeleteGuard>({
+  id: 'projects.delete-guards',
+  schema: z.custom<ProjectDeleteGuard>((value) => typeof value === 'function', 'must be a function (orgId, projectId) => Promise<string | null>'),
+});
