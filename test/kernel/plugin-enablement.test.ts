@@ -59,7 +59,6 @@ export default definePlugin({
 });
 `,
   );
-  fs.writeFileSync(path.join(root, 'acme/handlers.ts'), 'export function shout(text: string) { return text.toUpperCase(); }\n');
   fs.mkdirSync(path.join(root, 'manifests'));
   const manifest = (id: string, more: Record<string, unknown> = {}) =>
     fs.writeFileSync(
@@ -67,7 +66,7 @@ export default definePlugin({
       JSON.stringify({ id, version: '1.0.0', kind: 'router', entry: '../acme/index.ts', depends_on: ['connectors'], router: { prefix: `/api/${id.replace('_', '-')}`, tag: id }, ...more }),
     );
   manifest('acme_notes');
-  manifest('acme_beta', { default_enabled: false, recipe_types: [{ id: 'acme_shout', handler: 'handlers:shout', params: { type: 'object' } }] });
+  manifest('acme_beta', { default_enabled: false });
   manifest('acme_bad', { required: true, default_enabled: false });
 }
 
@@ -180,16 +179,13 @@ describe.each(DIALECTS)('per-organization enablement (%s)', (dialect) => {
     expect((await t.request('GET', '/api/plugins/acme_beta/organizations/1')).body).toMatchObject({ enabled: false, default_enabled: false, updated_at: null });
     expect((await t.request('GET', '/api/acme-beta', inOrg(1))).status).toBe(404);
     expect(await typesIn(1)).not.toContain('acme_beta_echo');
-    const recipesIn = async (orgId: number) => (await t.request('GET', '/api/plugins/recipe-types', inOrg(orgId))).body.map((r: { id: string }) => r.id);
-    expect(await recipesIn(1)).not.toContain('acme_shout');
 
     expect((await setting('acme_beta', 1, true)).body).toMatchObject({ enabled: true, default_enabled: false });
     expect((await t.request('GET', '/api/acme-beta', inOrg(1))).status).toBe(200);
     expect(await typesIn(1)).toContain('acme_beta_echo');
-    expect(await recipesIn(1)).toContain('acme_shout');
     expect((await t.request('GET', '/api/acme-beta', { token: bAdmin.token })).status).toBe(404);
     expect(await typesIn(orgB)).not.toContain('acme_beta_echo');
-    expect(await recipesIn(orgB)).not.toContain('acme_shout');
+
   });
 
   it('lets an org admin switch their own organization only, a platform admin any; a required plugin cannot be disabled (409)', async () => {

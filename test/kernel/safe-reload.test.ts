@@ -99,11 +99,12 @@ describe.each(DIALECTS)('reloads that cannot half-apply (%s)', (dialect) => {
 
   it('checks and imports a new version before its migrations run: one refused by its checks applies none', async () => {
     await expectVersionOneWhole(entries);
-    write('1.1.0', { migrations: ['entries', 'note'], manifest: { recipe_types: [{ id: 'ledger_sum', handler: 'missing:sum', params: {} }] } });
+    // A connector type without the shape connectors.types asks for, declared in the manifest.
+    write('1.1.0', { migrations: ['entries', 'note'], manifest: { depends_on: ['connectors'], contributes: { 'connectors.types': [{ type: 'ledger_half' }] } } });
     const res = await reload();
     expect(res.status).toBe(422);
-    expect(res.body).toMatchObject({ code: 'KRN_ERR_PLUGIN_RECIPE_HANDLER' });
-    expect(res.body.detail).toMatch(/^reload of plugin "ledger" failed: plugin "ledger": recipe handler missing:sum cannot be imported/);
+    expect(res.body).toMatchObject({ code: 'KRN_ERR_PLUGIN_CONTRIBUTION_INVALID' });
+    expect(res.body.detail).toMatch(/^reload of plugin "ledger" failed: plugin "ledger" contributes to extension point "connectors\.types" something it does not accept/);
     expect(await applied()).toEqual(['ledger:2026-01-01T0000_entries']);
     expect(await columnsOf('ledger_entries')).toEqual(['id', 'text']);
     await expectVersionOneWhole(entries);
