@@ -6,9 +6,10 @@ type Summary = Pick<ColumnStatistics, 'count' | 'distinct' | 'min' | 'max' | 'me
 
 /**
  * Counts, distinct values, range, mean, sample standard deviation and nearest-rank quartiles of
- * every column of the group, in one statement (one read of the rows): Postgres' own aggregates.
- * `percentile_disc` is the nearest rank; its three calls over one ordering share one sort, and
- * `stddev_samp` does not cancel when values are large next to their spread.
+ * the column, in one statement: Postgres' own aggregates. `percentile_disc` is the nearest rank
+ * (one call for the three, so one sort; its elements taken apart keep their type), and
+ * `stddev_samp` does not cancel when values are large next to their spread. One statement per
+ * column: distinct counts and quartiles sort the column, and the columns' statements run at once.
  */
 async function summarize(db: Kysely<any>, source: RawBuilder<unknown>, group: ProfiledColumn[]): Promise<Summary[]> {
   const selections = group.flatMap(({ ref, comparable, asDouble, ordered, numeric }, n) => [
@@ -18,7 +19,7 @@ async function summarize(db: Kysely<any>, source: RawBuilder<unknown>, group: Pr
       ? [
           sql`min(${ref}) as ${alias(n, 'min')}`,
           sql`max(${ref}) as ${alias(n, 'max')}`,
-          ...(['p25', 'p50', 'p75'] as const).map((p) => sql`percentile_disc(${sql.lit(Number(p.slice(1)) / 100)}) within group (order by ${ref}) as ${alias(n, p)}`),
+          ...(['p25', 'p50', 'p75'] as const).map((p, i) => sql`(percentile_disc(array[0.25, 0.5, 0.75]) within group (order by ${ref}))[${sql.lit(i + 1)}] as ${alias(n, p)}`),
         ]
       : []),
     ...(numeric ? [sql`avg(${asDouble}) as ${alias(n, 'mean')}`, sql`stddev_samp(${asDouble}) as ${alias(n, 'stddev')}`] : []),
@@ -65,6 +66,7 @@ async function histogram(db: Kysely<any>, source: RawBuilder<unknown>, { ref, as
 export const profilePostgres = (db: Kysely<any>, source: RawBuilder<unknown>, columns: DataColumn[]): Promise<ColumnStatistics[]> =>
   profileInSteps(
     columns,
+    1,
     (group) => summarize(db, source, group),
     async (column, summary) => {
       const [top, buckets] = await Promise.all([topValues(db, source, column, summary), histogram(db, source, column, summary)]);

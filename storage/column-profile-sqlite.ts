@@ -4,6 +4,9 @@ import type { DataColumn } from './data-tables.ts';
 
 type Summary = Pick<ColumnStatistics, 'count' | 'min' | 'max' | 'mean'>;
 
+/** Columns summarized by one statement (these aggregates are cheap: one read of the rows serves many). */
+const COLUMNS_PER_STATEMENT = 50;
+
 /** Counts, range and mean of every column of the group, in one statement (one read of the rows). */
 async function summarize(db: Kysely<any>, source: RawBuilder<unknown>, group: ProfiledColumn[]): Promise<Summary[]> {
   const selections = group.flatMap(({ ref, asDouble, ordered, numeric }, n) => [
@@ -67,6 +70,7 @@ const NO_VALUES = { distinct: 0, stddev: null, quartiles: null, topValues: [], h
 export const profileSqlite = (db: Kysely<any>, source: RawBuilder<unknown>, columns: DataColumn[]): Promise<ColumnStatistics[]> =>
   profileInSteps(
     columns,
+    COLUMNS_PER_STATEMENT,
     (group) => summarize(db, source, group),
     async (column, summary) => (summary.count === 0 ? NO_VALUES : fromGroups(db, source, column, summary)),
   );

@@ -5,8 +5,6 @@ export const PROFILE_TOP_VALUES = 10;
 const PROFILE_HISTOGRAM_BUCKETS = 10;
 const NUMERIC: DataColumnType[] = ['integer', 'number'];
 const ORDERED: DataColumnType[] = ['integer', 'number', 'date', 'timestamp', 'string'];
-/** Columns summarized by one statement: a wide dataset is summarized in several, within SQL's bounds on a select list. */
-const COLUMNS_PER_STATEMENT = 50;
 
 /** The profile of one column as the database computed it: values as stored (decode them). */
 export interface ColumnStatistics {
@@ -71,18 +69,19 @@ export function histogramOf(min: number, max: number, counts: Map<number, number
 
 /**
  * The profile of each column in two steps: `summarize` computes what one statement can for a group
- * of columns (groups small enough for one statement each), then `complete` the rest of each
- * column's statistics from its summary; the groups at once, then the columns at once (the long
- * reads' turns bound how many statements run).
+ * of at most `perStatement` columns, then `complete` the rest of each column's statistics from its
+ * summary; the groups at once, then the columns at once (the long reads' turns bound how many
+ * statements run: a profile uses the organization's share of the database's cores).
  */
 export async function profileInSteps<S extends Partial<ColumnStatistics>>(
   columns: DataColumn[],
+  perStatement: number,
   summarize: (group: ProfiledColumn[]) => Promise<S[]>,
   complete: (column: ProfiledColumn, summary: S) => Promise<Omit<ColumnStatistics, keyof S>>,
 ): Promise<ColumnStatistics[]> {
   const profiled = columns.map(profiledColumn);
   const groups: ProfiledColumn[][] = [];
-  for (let i = 0; i < profiled.length; i += COLUMNS_PER_STATEMENT) groups.push(profiled.slice(i, i + COLUMNS_PER_STATEMENT));
+  for (let i = 0; i < profiled.length; i += perStatement) groups.push(profiled.slice(i, i + perStatement));
   const summaries = (await Promise.all(groups.map(summarize))).flat();
   return Promise.all(profiled.map(async (column, i) => ({ ...summaries[i], ...(await complete(column, summaries[i])) }) as ColumnStatistics));
 }

@@ -17,6 +17,8 @@ import { createLogger } from '../../kernel/logger.ts';
 import { REPO_ROOT, writeManifest } from '../harness/test-kernel.ts';
 import { INGEST_ROWS, peakRssMb, rawPostgresCopySeconds, rawSqliteInsertSeconds, sqlAggregate, uploadCsv, writeCsv } from './ingest.ts';
 import { createScratchDatabase } from '../harness/scratch-database.ts';
+import { DIALECTS, type DialectName } from '../harness/dialects.ts';
+import { benchLongReads, longReadRows, type LongReadFigures } from './long-reads.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -97,6 +99,22 @@ async function ingestOnPostgres(work: string, csv: string, manifests: string) {
       ratio_api_vs_copy: ratio(copy, upload.seconds),
       server_peak_rss_mb: peakRssMb(server.pid!),
     };
+  } finally {
+    server.kill('SIGTERM');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await database.drop();
+  }
+}
+
+/** The long-read figures (long-reads.ts) of a kernel process on a scratch database of `dialect`. */
+async function longReadsOn(dialect: DialectName, work: string, manifests: string): Promise<LongReadFigures> {
+  const database = await createScratchDatabase(dialect, work);
+  const port = await freePort();
+  const env = kernelEnv({ PORT: String(port), DATABASE_URL: database.url, DATA_DIR: path.join(work, `data-long-reads-${dialect}`), MANIFESTS_DIR: manifests });
+  const server = await startProcess(['kernel/main.ts'], env, /listening/);
+  try {
+    const base = `http://127.0.0.1:${port}`;
+    return await benchLongReads(dialect, { base, databaseUrl: database.url }, (await credentials(base)).jwt);
   } finally {
     server.kill('SIGTERM');
     await new Promise((resolve) => setTimeout(resolve, 500));
@@ -239,6 +257,10 @@ async function main() {
   // The same ingest on Postgres, against COPY FROM STDIN, when a server is at hand.
   const postgresIngest = process.env.TEST_DATABASE_URL ? await ingestOnPostgres(work, path.join(work, 'ingest.csv'), manifests) : null;
 
+  // Long reads on each adapter: light requests while a profile and an export run; statistics against a direct query.
+  const longReads: Partial<Record<DialectName, LongReadFigures>> = {};
+  for (const dialect of DIALECTS) longReads[dialect] = await longReadsOn(dialect, work, manifests);
+
   // Start-up and reload, in process, on a fresh SQLite database each time.
   const startups: number[] = [];
   const reloads: number[] = [];
@@ -271,6 +293,7 @@ async function main() {
     sql_aggregate: sqlQuery,
     ingest_postgres: postgresIngest,
     ingest_large_file: largeIngest ?? null,
+    long_reads: longReads,
     throughput_ratio_kernel_vs_koa: kernelRoute.median_ratio_vs_koa,
     throughput_ratio_me_jwt_vs_koa: meWithJwt.median_ratio_vs_koa,
     throughput_ratio_me_pat_vs_koa: meWithPat.median_ratio_vs_koa,
@@ -307,6 +330,7 @@ async function main() {
       ? { [`${largeIngest.csv_mb} MB CSV (${largeIngest.rows} rows): ${largeIngest.api_seconds} s; server peak RSS before / after (MB)`]: { value: `${largeIngest.server_peak_rss_mb_before} / ${largeIngest.server_peak_rss_mb_after}` } }
       : {}),
   });
+  console.table(Object.assign({}, ...Object.entries(longReads).map(([dialect, figures]) => longReadRows(dialect as DialectName, figures))));
   const out = path.join(REPO_ROOT, 'test/bench/results/latest.json');
   fs.writeFileSync(out, `${JSON.stringify(results, null, 2)}\n`);
   console.log(`results written to ${path.relative(REPO_ROOT, out)}`);
