@@ -62,7 +62,7 @@ async function histogram(db: Kysely<any>, source: RawBuilder<unknown>, { ref, as
   return histogramOf(min, max, new Map(rows.map((r) => [Number(r.b), Number(r.c)])));
 }
 
-/** `DataTables.profile` on Postgres: one statement summarizes the columns, then one per column's top values and histogram. */
+/** `DataTables.profile` on Postgres: per column, one statement summarizes it, then one its top values and one its histogram. */
 export const profilePostgres = (db: Kysely<any>, source: RawBuilder<unknown>, columns: DataColumn[]): Promise<ColumnStatistics[]> =>
   profileInSteps(
     columns,
