@@ -55,8 +55,12 @@ export interface PluginRegistryService {
   get(id: string): PluginStatus | undefined;
   /** Re-reads the plugin's manifest and reloads it (and its dependents) without a restart. */
   reload(id: string): Promise<PluginStatus>;
-  /** Recipe types declared by the manifests of loaded plugins (spec §2.7). */
-  recipeTypes(): { id: string; plugin_id: string; description: string | null; params: Record<string, unknown> }[];
+  /**
+   * The contributions to an extension point offered in an organization (null: in every one), as the
+   * point's owner lists them (`ExtensionPointOwner.list`); empty while no loaded plugin provides the
+   * point. The registry knows points by id only, never what their contributions are.
+   */
+  contributions(pointId: string, orgId: number | null): Promise<unknown[]>;
 }
 
 export const kernelServices = {
@@ -167,6 +171,25 @@ export interface Contribution<T> {
   value: T;
   /** Id of the contributing plugin. */
   pluginId: string;
+  /** Absolute directory of the contributing plugin's entry module: what a manifest's module paths are relative to. */
+  dir: string;
+  /**
+   * Imports a module of the contributing plugin by a path relative to `dir`, as this version of the
+   * plugin sees it (a reload of the contributor imports its edited code, not Node's cached copy).
+   */
+  importModule(modulePath: string): Promise<Record<string, unknown>>;
+}
+
+/** What an extension point's owner adds to `accept`. */
+export interface ExtensionPointOwner<T> {
+  /**
+   * Checks a manifest's contribution before the contributing plugin's migrations run (say, that a
+   * handler it names imports): throwing refuses it and the plugin's schema stays untouched.
+   * `accept` still checks it again when it is handed over.
+   */
+  check?(contribution: Contribution<T>): void | Promise<void>;
+  /** The contributions offered in an organization (null: every one), as `PluginRegistryService.contributions` answers them. */
+  list?(orgId: number | null): Promise<unknown[]>;
 }
 
 export interface PluginContext<C = undefined> {
@@ -180,12 +203,18 @@ export interface PluginContext<C = undefined> {
   onDispose(dispose: Disposable): void;
   /**
    * Offers an extension point. `accept` is called for each contribution (from plugins that depend on
-   * this one) and may return a disposable that withdraws it. The disposable must withdraw exactly
-   * that contribution: when a contributor reloads, its new version contributes before the old
-   * version's contribution is withdrawn (the old one may still be serving requests).
+   * this one) and may return (or resolve to) a disposable that withdraws it; throwing (or
+   * rejecting) refuses the contribution, and its plugin fails to load with
+   * KRN_ERR_PLUGIN_CONTRIBUTION_INVALID. The disposable must withdraw exactly that contribution:
+   * when a contributor reloads, its new version contributes before the old version's contribution
+   * is withdrawn (the old one may still be serving requests).
    */
-  provideExtensionPoint<T>(point: ExtensionPoint<T>, accept: (contribution: Contribution<T>) => Disposable | void): void;
-  /** Contributes to an extension point offered by a plugin this one depends on. */
+  provideExtensionPoint<T>(point: ExtensionPoint<T>, accept: (contribution: Contribution<T>) => Disposable | void | Promise<Disposable | void>, owner?: ExtensionPointOwner<T>): void;
+  /**
+   * Contributes to an extension point offered by a plugin this one depends on. The point's checks
+   * (schema, key) run at once; its owner's `accept` may finish later: a refusal fails the load once
+   * init returns.
+   */
   contribute<T>(point: ExtensionPoint<T>, value: T): void;
   /**
    * Offers a service to the plugins that depend on this one. When this plugin reloads, its

@@ -3,15 +3,6 @@ import type { Disposable } from '../plugin-api.ts';
 import type { RouteDefinition } from '../route.ts';
 import type { PluginManifest } from './manifest.ts';
 
-/** A recipe type a plugin's manifest declares, with its handler resolved to a function. */
-export interface RecipeType {
-  id: string;
-  pluginId: string;
-  description: string | null;
-  params: Record<string, unknown>;
-  handler: (...args: unknown[]) => unknown;
-}
-
 /**
  * One running version of a plugin. Requests it took are counted so that, when a newer version
  * replaces it, it is disposed only after they finished.
@@ -27,7 +18,6 @@ export class LoadedPlugin {
     readonly file: string,
     readonly dir: string,
     readonly routes: RouteDefinition<any>[],
-    readonly recipeTypes: RecipeType[],
     private readonly log: Logger,
   ) {}
 

@@ -23,15 +23,6 @@ const capability = z
   })
   .strict();
 
-const recipeType = z
-  .object({
-    id: z.string().regex(/^[a-z][a-z0-9_.-]*$/, 'must be a lower-case identifier'),
-    handler: z.string().regex(/^[^:]+:[A-Za-z_$][\w$]*$/, 'must be "module:function", module relative to the plugin folder'),
-    params: z.record(z.string(), z.unknown()).describe('JSON Schema of the recipe parameters'),
-    description: z.string().optional(),
-  })
-  .strict();
-
 export const manifestSchema = z
   .object({
     $schema: z.string().optional(),
@@ -59,7 +50,6 @@ export const manifestSchema = z
       .optional(),
     capabilities: z.array(capability).default([]),
     depends_on: z.array(pluginId).default([]),
-    recipe_types: z.array(recipeType).default([]),
     /** The kernel versions the plugin supports, as a semver range (e.g. `^0.1.0`); any when absent. */
     kernel: z
       .string()

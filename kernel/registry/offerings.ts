@@ -1,5 +1,5 @@
-import type { Contribution, Disposable, ExtensionPoint } from '../plugin-api.ts';
-import { pluginErrors } from './plugin-errors.ts';
+import type { Contribution, Disposable, ExtensionPoint, ExtensionPointOwner } from '../plugin-api.ts';
+import { PluginLoadError, pluginErrors } from './plugin-errors.ts';
 
 /** The owner of the extension points the kernel itself offers; every plugin may contribute to them. */
 export const KERNEL_OWNER = 'kernel';
@@ -7,7 +7,8 @@ export const KERNEL_OWNER = 'kernel';
 interface ProvidedPoint {
   ownerId: string;
   point: ExtensionPoint<unknown>;
-  accept: (contribution: Contribution<unknown>) => Disposable | void;
+  accept: (contribution: Contribution<unknown>) => Disposable | void | Promise<Disposable | void>;
+  owner: ExtensionPointOwner<unknown>;
   /** Who contributes each key, and how many of its versions do (a reloading plugin's new version contributes before the old one withdraws). */
   keys: Map<string, { pluginId: string; count: number }>;
 }
@@ -45,37 +46,57 @@ export class OfferingTable {
     return this.points.get(pointId)?.ownerId;
   }
 
-  providePoint(point: ExtensionPoint<unknown>, ownerId: string, accept: ProvidedPoint['accept']) {
-    this.points.set(point.id, { ownerId, point, accept, keys: new Map() });
+  providePoint(point: ExtensionPoint<unknown>, ownerId: string, accept: ProvidedPoint['accept'], owner: ExtensionPointOwner<unknown> = {}) {
+    this.points.set(point.id, { ownerId, point, accept, owner, keys: new Map() });
   }
 
-  /** Checks a contribution against its point (schema, unique key) without handing it over; a refused one throws, naming why. */
-  check(pointId: string, contribution: Contribution<unknown>): void {
+  /**
+   * Checks a contribution against its point (schema, unique key) and its owner's `check` without
+   * handing it over; a refused one throws, naming why.
+   */
+  async check(pointId: string, contribution: Contribution<unknown>): Promise<void> {
     const provided = this.points.get(pointId);
-    if (provided) keyOf(provided, pointId, contribution);
+    if (!provided) return;
+    keyOf(provided, pointId, contribution);
+    await refusedAs(pointId, contribution, async () => provided.owner.check?.(contribution));
   }
 
   /**
    * Checks a contribution against its point (schema, unique key) and hands it to the point's owner;
-   * returns what withdraws it. A refused contribution throws, naming why.
+   * resolves to what withdraws it. A refused contribution rejects, naming why.
    */
-  contribute(pointId: string, contribution: Contribution<unknown>): Disposable | void {
+  async contribute(pointId: string, contribution: Contribution<unknown>): Promise<Disposable | void> {
     const provided = this.points.get(pointId);
     if (!provided) return;
     const key = keyOf(provided, pointId, contribution);
-    if (key === undefined) return provided.accept(contribution);
+    if (key === undefined) return refusedAs(pointId, contribution, async () => provided.accept(contribution));
     const { keys } = provided;
-    const holder = keys.get(key);
-    const undo = provided.accept(contribution);
-    keys.set(key, { pluginId: contribution.pluginId, count: (holder?.count ?? 0) + 1 });
-    return async () => {
+    // The key is held while the owner decides, so no other contribution takes it meanwhile.
+    const held = keys.get(key);
+    keys.set(key, { pluginId: contribution.pluginId, count: (held?.count ?? 0) + 1 });
+    const release = () => {
       const current = keys.get(key);
       if (current && current.pluginId === contribution.pluginId) {
         if (current.count > 1) current.count -= 1;
         else keys.delete(key);
       }
+    };
+    let undo: Disposable | void;
+    try {
+      undo = await refusedAs(pointId, contribution, async () => provided.accept(contribution));
+    } catch (err) {
+      release();
+      throw err;
+    }
+    return async () => {
+      release();
       await undo?.();
     };
+  }
+
+  /** The contributions to a point offered in an organization, as its owner lists them; empty while none provides it. */
+  async list(pointId: string, orgId: number | null): Promise<unknown[]> {
+    return (await this.points.get(pointId)?.owner.list?.(orgId)) ?? [];
   }
 
   serviceOwner(serviceId: string): string | undefined {
@@ -88,6 +109,16 @@ export class OfferingTable {
 
   service(serviceId: string): unknown {
     return this.services.get(serviceId)?.implementation;
+  }
+}
+
+/** Runs an owner's check or accept: what it throws refuses the contribution with a coded reason. */
+async function refusedAs<T>(pointId: string, contribution: Contribution<unknown>, decide: () => Promise<T>): Promise<T> {
+  try {
+    return await decide();
+  } catch (err) {
+    if (err instanceof PluginLoadError) throw err;
+    throw pluginErrors.contributionInvalid(contribution.pluginId, pointId, (err as Error).message);
   }
 }
 

@@ -51,6 +51,4 @@ export const pluginErrors = {
     new PluginLoadError('KRN_ERR_PLUGIN_SERVICE_CONFLICT', `service "${service}" is provided by both plugin "${first}" and plugin "${second}"`),
   serviceMissing: (id: string, service: string) =>
     new PluginLoadError('KRN_ERR_PLUGIN_SERVICE_MISSING', `plugin "${id}" uses service "${service}", which none of the plugins it depends on provides`),
-  recipeHandler: (id: string, handler: string, reason: string) =>
-    new PluginLoadError('KRN_ERR_PLUGIN_RECIPE_HANDLER', `plugin "${id}": recipe handler ${handler} ${reason}`),
 };

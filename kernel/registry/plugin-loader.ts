@@ -3,9 +3,9 @@ import { pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
 import type { Migration, Migrator } from '../../storage/index.ts';
 import { nonAdditiveChanges } from './additive-schema.ts';
-import { isPluginDefinition, type Disposable, type PluginContext, type PluginContributions, type PluginDefinition, type ServiceRef } from '../plugin-api.ts';
+import { isPluginDefinition, type Contribution, type Disposable, type PluginContext, type PluginContributions, type PluginDefinition, type ServiceRef } from '../plugin-api.ts';
 import { KERNEL_OWNER, type OfferingTable } from './offerings.ts';
-import { LoadedPlugin, type RecipeType } from './loaded-plugin.ts';
+import { LoadedPlugin } from './loaded-plugin.ts';
 import type { PluginManifest } from './manifest.ts';
 import { PluginLoadError, pluginErrors } from './plugin-errors.ts';
 import { satisfies } from 'semver';
@@ -70,10 +70,23 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
     const owner = offerings.pointOwner(pointId);
     if (!owner || (owner !== KERNEL_OWNER && !dependencies.has(owner))) throw pluginErrors.extensionPointMissing(manifest.id, pointId);
   };
+  const contribution = (value: unknown): Contribution<unknown> => ({
+    value,
+    pluginId: manifest.id,
+    dir,
+    importModule: (modulePath) => importFresh(path.resolve(dir, modulePath)),
+  });
+  /** Contributions whose owner has not decided yet: the load waits for them (`settle`) before it counts as done. */
+  const pending: Promise<void>[] = [];
   const contribute = (pointId: string, value: unknown) => {
     checkPoint(pointId);
-    const undo = offerings.contribute(pointId, { value, pluginId: manifest.id });
-    if (undo) disposables.push(undo);
+    const accepted = offerings.contribute(pointId, contribution(value)).then((undo) => void (undo && disposables.push(undo)));
+    accepted.catch(() => undefined); // awaited by settle(); not an unhandled rejection meanwhile
+    pending.push(accepted);
+  };
+  const settle = async () => {
+    const refused = (await Promise.allSettled(pending.splice(0))).find((r) => r.status === 'rejected');
+    if (refused) throw refused.reason;
   };
   const context: PluginContext<unknown> = {
     pluginId: manifest.id,
@@ -81,10 +94,10 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
     manifest,
     dir,
     onDispose: (dispose) => void disposables.push(dispose),
-    provideExtensionPoint: (point, accept) => {
+    provideExtensionPoint: (point, accept, ownerHooks) => {
       const owner = offerings.pointOwner(point.id);
       if (owner && owner !== manifest.id) throw pluginErrors.extensionPointConflict(point.id, owner, manifest.id);
-      offerings.providePoint(point as never, manifest.id, accept as never);
+      offerings.providePoint(point as never, manifest.id, accept as never, ownerHooks as never);
     },
     contribute: (point, value) => contribute(point.id, value),
     provideService: (ref, implementation) => {
@@ -106,9 +119,8 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
     // change the schema: a version refused here leaves nothing behind.
     for (const [pointId, entries] of Object.entries(manifest.contributes)) {
       checkPoint(pointId);
-      for (const value of entries) offerings.check(pointId, { value, pluginId: manifest.id });
+      for (const value of entries) await offerings.check(pointId, contribution(value));
     }
-    const recipeTypes = await resolveRecipeTypes(manifest, dir, importFresh);
     if (definition.migrations) applied.push(...(await migrate(manifest.id, definition.migrations, request.additiveOnly, env.migrator)));
 
     const contributions = await withTimeout(
@@ -117,10 +129,12 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
       () => pluginErrors.timeout(manifest.id, env.initTimeoutMs),
     );
     for (const [pointId, entries] of Object.entries(manifest.contributes)) entries.forEach((entry) => contribute(pointId, entry));
-    const plugin = new LoadedPlugin(manifest, file, dir, (contributions as PluginContributions | undefined)?.routes ?? [], recipeTypes, env.logger);
+    await settle();
+    const plugin = new LoadedPlugin(manifest, file, dir, (contributions as PluginContributions | undefined)?.routes ?? [], env.logger);
     disposables.forEach((d) => plugin.addDisposable(d));
     return plugin;
   } catch (err) {
+    await Promise.allSettled(pending); // what is still being accepted is withdrawn with the rest
     for (const dispose of disposables.reverse()) await Promise.resolve(dispose()).catch(() => undefined);
     offerings.removeOwner(manifest.id);
     const error = err instanceof PluginLoadError ? err : pluginErrors.initFailed(manifest.id, (err as Error).message);
@@ -147,23 +161,6 @@ async function migrate(pluginId: string, migrations: Record<string, Migration>, 
     if (err instanceof PluginLoadError) throw err;
     throw pluginErrors.migration(pluginId, (err as Error).message);
   }
-}
-
-async function resolveRecipeTypes(manifest: PluginManifest, dir: string, importFresh: (p: string) => Promise<Record<string, unknown>>): Promise<RecipeType[]> {
-  const resolved: RecipeType[] = [];
-  for (const recipe of manifest.recipe_types) {
-    const [modulePath, exportName] = recipe.handler.split(':');
-    let module: Record<string, unknown>;
-    try {
-      module = await importFresh(path.resolve(dir, modulePath));
-    } catch (err) {
-      throw pluginErrors.recipeHandler(manifest.id, recipe.handler, `cannot be imported: ${(err as Error).message}`);
-    }
-    const handler = module[exportName];
-    if (typeof handler !== 'function') throw pluginErrors.recipeHandler(manifest.id, recipe.handler, `does not export a function named ${exportName}`);
-    resolved.push({ id: recipe.id, pluginId: manifest.id, description: recipe.description ?? null, params: recipe.params, handler: handler as RecipeType['handler'] });
-  }
-  return resolved;
 }
 
 async function withTimeout<T>(work: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {

@@ -5,7 +5,7 @@ import type { Contribution, Disposable, ExtensionPoint, PluginRegistryService, P
 import { HttpProblem, problems } from '../problem.ts';
 import { KERNEL_OWNER, OfferingTable } from './offerings.ts';
 import { Generation, findConflict, type RouteCompiler } from './generation.ts';
-import type { LoadedPlugin, RecipeType } from './loaded-plugin.ts';
+import type { LoadedPlugin } from './loaded-plugin.ts';
 import { listManifestFiles, readManifest, type ManifestRead, type PluginManifest } from './manifest.ts';
 import { loadPlugin, type LoaderEnvironment } from './plugin-loader.ts';
 import { CodeWatcher } from './code-watcher.ts';
@@ -29,7 +29,7 @@ export interface RegistryOptions {
   drainTimeoutMs: number;
   logger: Logger;
   /** Extension points the kernel offers (owned by `kernel`: any plugin may contribute). */
-  kernelPoints?: { point: ExtensionPoint<any>; accept: (contribution: Contribution<any>) => Disposable | void }[];
+  kernelPoints?: { point: ExtensionPoint<any>; accept: (contribution: Contribution<any>) => Disposable | void | Promise<Disposable | void> }[];
 }
 
 /** A required plugin failed at start-up: the kernel must not serve without it. */
@@ -108,13 +108,8 @@ export class PluginRegistry implements PluginRegistryService {
     return undefined;
   }
 
-  /** Recipe types of every loaded plugin, handlers resolved (spec §2.7). */
-  loadedRecipeTypes(): RecipeType[] {
-    return [...this.current.plugins.values()].flatMap((p) => p.recipeTypes);
-  }
-
-  recipeTypes() {
-    return this.loadedRecipeTypes().map((r) => ({ id: r.id, plugin_id: r.pluginId, description: r.description, params: r.params }));
+  contributions(pointId: string, orgId: number | null): Promise<unknown[]> {
+    return this.offerings.list(pointId, orgId);
   }
 
   async reload(id: string): Promise<PluginStatus> {

@@ -5,5 +5,5 @@ import { pluginRoutes } from './routes.ts';
 /** The `plugins` router: what is loaded, why something is not, reload on demand, and which organizations each plugin serves. */
 export default definePlugin({
   deps: { plugins: kernelServices.plugins, enablement: kernelServices.pluginEnablement, organizations: kernelServices.organizations },
-  init: ({ plugins, enablement, organizations }) => ({ routes: [...pluginRoutes(plugins, enablement), ...organizationRoutes(enablement, organizations)] }),
+  init: ({ plugins, enablement, organizations }) => ({ routes: [...pluginRoutes(plugins), ...organizationRoutes(enablement, organizations)] }),
 });

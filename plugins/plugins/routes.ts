@@ -1,8 +1,9 @@
 import { z } from 'zod';
-import { defineRoute, problems, type PluginEnablementService, type PluginRegistryService } from '../../kernel/plugin-api.ts';
+import { defineRoute, problems, type PluginRegistryService } from '../../kernel/plugin-api.ts';
+import { recipeTypes } from '../pipeline/public.ts';
 import { pluginIdParams, pluginStatusSchema, recipeTypeSchema } from './schemas.ts';
 
-export function pluginRoutes(registry: PluginRegistryService, enablement: PluginEnablementService) {
+export function pluginRoutes(registry: PluginRegistryService) {
   return [
     defineRoute({
       method: 'get',
@@ -21,12 +22,9 @@ export function pluginRoutes(registry: PluginRegistryService, enablement: Plugin
       security: 'bearer',
       capability: 'plugins.read',
       responses: { 200: { description: 'Recipe types', schema: z.array(recipeTypeSchema) } },
-      handler: async ({ orgId }) => {
-        const all = registry.recipeTypes();
-        if (orgId === null) return all;
-        const offered = await Promise.all(all.map((type) => enablement.isEnabled(type.plugin_id, orgId)));
-        return all.filter((_, i) => offered[i]);
-      },
+      // The pipeline plugin owns recipe types and lists them; the registry only relays by point id
+      // (an empty list while no pipeline is loaded).
+      handler: async ({ orgId }) => (await registry.contributions(recipeTypes.id, orgId)) as z.infer<typeof recipeTypeSchema>[],
     }),
     defineRoute({
       method: 'get',

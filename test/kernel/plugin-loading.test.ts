@@ -334,9 +334,11 @@ describe.each(DIALECTS)('plugin loading (%s)', (dialect) => {
       const dir = manifests.dir;
       writeManifest(dir, { id: 'probe', router: { prefix: '/api/probe', tag: 'probe' } }, 'probe');
       writeManifest(dir, { id: 'off', enabled: false, router: { prefix: '/api/off', tag: 'off' } }, 'probe');
-      writeManifest(dir, { id: 'recipes', kind: 'recipe-type', recipe_types: [{ id: 'uppercase', handler: 'handlers:uppercase', description: 'Upper-cases a column', params }] }, 'recipes');
-      writeManifest(dir, { id: 'recipes-missing', kind: 'recipe-type', recipe_types: [{ id: 'lowercase', handler: 'handlers:lowercase', params: {} }] }, 'recipes');
-      writeManifest(dir, { id: 'recipes-no-module', kind: 'recipe-type', recipe_types: [{ id: 'nothing', handler: 'nowhere:run', params: {} }] }, 'recipes');
+      const recipes = (id: string, type: Record<string, unknown>) =>
+        writeManifest(dir, { id, kind: 'recipe-type', depends_on: ['pipeline'], contributes: { 'pipeline.recipe-types': [type] } }, 'recipes');
+      recipes('recipes', { id: 'uppercase', handler: 'handlers:uppercase', description: 'Upper-cases a column', params });
+      recipes('recipes-missing', { id: 'lowercase', handler: 'handlers:lowercase', params: {} });
+      recipes('recipes-no-module', { id: 'nothing', handler: 'nowhere:run', params: {} });
       t = await startTestKernel({ dialect, manifestDirs: withRepoManifests(dir) });
     });
     afterAll(async () => {
@@ -363,10 +365,14 @@ describe.each(DIALECTS)('plugin loading (%s)', (dialect) => {
     it('fails a plugin whose recipe handler does not exist', async () => {
       const missing = await statusOf(t, 'recipes-missing');
       expect(missing.state).toBe('failed');
-      expect(missing.reason).toBe('plugin "recipes-missing": recipe handler handlers:lowercase does not export a function named lowercase');
+      expect(missing).toMatchObject({
+        reason_code: 'KRN_ERR_PLUGIN_CONTRIBUTION_INVALID',
+        reason: 'plugin "recipes-missing" contributes to extension point "pipeline.recipe-types" something it does not accept: recipe type "lowercase": handler handlers:lowercase does not export a function named lowercase',
+      });
       const noModule = await statusOf(t, 'recipes-no-module');
       expect(noModule.state).toBe('failed');
-      expect(noModule.reason).toMatch(/^plugin "recipes-no-module": recipe handler nowhere:run cannot be imported/);
+      expect(noModule.reason_code).toBe('KRN_ERR_PLUGIN_CONTRIBUTION_INVALID');
+      expect(noModule.reason).toMatch(/^plugin "recipes-no-module" contributes to extension point "pipeline.recipe-types" something it does not accept: recipe type "nothing": handler nowhere:run cannot be imported/);
     });
 
     it('needs a token to list plugins and lets any role read', async () => {
