@@ -50,6 +50,11 @@ export const manifestSchema = z
       .optional(),
     capabilities: z.array(capability).default([]),
     depends_on: z.array(pluginId).default([]),
+    /**
+     * Tables its migrations create outside its own prefix (`<id>` or `<id>_…`): only those a plugin
+     * created before the prefix rule, kept under their names.
+     */
+    tables: z.array(z.string().regex(/^[a-z][a-z0-9_]*$/, 'must be a lower-case table name')).default([]),
     /** The kernel versions the plugin supports, as a semver range (e.g. `^0.1.0`); any when absent. */
     kernel: z
       .string()

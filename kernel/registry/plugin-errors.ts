@@ -25,6 +25,11 @@ export const pluginErrors = {
   /** A reloaded version failed after its (additive) migrations committed: they stay, beside the version still serving. */
   additiveMigrationsKept: (error: PluginLoadError, migrations: string[]) =>
     new PluginLoadError(error.code, `${error.message}; its migrations ${migrations.join(', ')} only add to the schema and stay applied`),
+  tableOutsidePrefix: (id: string, migrations: string[], tables: string[], prefix: string) =>
+    new PluginLoadError(
+      'KRN_ERR_PLUGIN_TABLE_PREFIX',
+      `plugin "${id}": ${migrations.join(', ')} create${migrations.length > 1 ? '' : 's'} ${tables.join(', ')}, but a plugin's tables are named ${prefix} or ${prefix}_…; nothing was applied`,
+    ),
   migrationNotAdditive: (id: string, migrations: string[], changes: string[]) =>
     new PluginLoadError(
       'KRN_ERR_PLUGIN_MIGRATION_NOT_ADDITIVE',

@@ -121,7 +121,7 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
       checkPoint(pointId);
       for (const value of entries) await offerings.check(pointId, contribution(value));
     }
-    if (definition.migrations) applied.push(...(await migrate(manifest.id, definition.migrations, request.additiveOnly, env.migrator)));
+    if (definition.migrations) applied.push(...(await migrate(manifest, definition.migrations, request.additiveOnly, env.migrator)));
 
     const contributions = await withTimeout(
       Promise.resolve(definition.init(services as never, context)),
@@ -147,15 +147,23 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
  * transaction and are rolled back and refused unless they only add to the schema: the version
  * still serving keeps working against it, whether the new one then starts or fails.
  */
-async function migrate(pluginId: string, migrations: Record<string, Migration>, additiveOnly: boolean, migrator: Migrator): Promise<string[]> {
-  const source = { pluginId, migrations };
+/**
+ * Applies the plugin's pending migrations in one transaction, rolled back whole when they create a
+ * table outside the plugin's prefix (its own tables are its own, and no other plugin's) or, on a
+ * hot reload, change the schema other than by adding to it.
+ */
+async function migrate(manifest: PluginManifest, migrations: Record<string, Migration>, additiveOnly: boolean, migrator: Migrator): Promise<string[]> {
+  const pluginId = manifest.id;
+  const prefix = pluginId.replaceAll('-', '_');
+  const owns = (table: string) => table === prefix || table.startsWith(`${prefix}_`) || manifest.tables.includes(table);
   try {
-    const steps = !additiveOnly
-      ? await migrator.migrateUp([source])
-      : await migrator.migrateUpChecked([source], (before, after, pending) => {
-          const changes = nonAdditiveChanges(before, after);
-          if (changes.length) throw pluginErrors.migrationNotAdditive(pluginId, pending.map((s) => s.name), changes);
-        });
+    const steps = await migrator.migrateUpChecked([{ pluginId, migrations }], (before, after, pending) => {
+      const existed = new Set(before.map((t) => t.name));
+      const foreign = after.map((t) => t.name).filter((name) => !existed.has(name) && !owns(name));
+      if (foreign.length) throw pluginErrors.tableOutsidePrefix(pluginId, pending.map((s) => s.name), foreign, prefix);
+      const changes = additiveOnly ? nonAdditiveChanges(before, after) : [];
+      if (changes.length) throw pluginErrors.migrationNotAdditive(pluginId, pending.map((s) => s.name), changes);
+    });
     return steps.map((s) => s.name);
   } catch (err) {
     if (err instanceof PluginLoadError) throw err;

@@ -45,6 +45,13 @@ describe.each(DIALECTS)('plugin SDK (%s)', (dialect) => {
     install('misconfigured', { greeting: '' });
     install('unexpected', { greeting: 'hi', colour: 'blue' });
     install('schemaless', { anything: true }, PLUGIN_SOURCE.replace(/config: z\.object\([^\n]*\n/, '').replace("ctx.config.greeting.repeat(ctx.config.times)", "'hello'"));
+    // Its second migration creates a table outside its prefix: both are rolled back.
+    const migrations = `migrations: {
+    '2026-12-01T0000_own': { async up({ db }) { await db.schema.createTable('trespasser_items').addColumn('v', 'text').execute(); } },
+    '2026-12-02T0000_foreign': { async up({ db }) { await db.schema.createTable('users_shadow').addColumn('v', 'text').execute(); } },
+  },
+  config: z.object`;
+    install('trespasser', { greeting: 'hi' }, PLUGIN_SOURCE.replace('config: z.object', migrations));
     t = await startTestKernel({ dialect, manifestDirs: [path.join(REPO_ROOT, 'manifests'), plugins.dir] });
   });
   afterAll(async () => {
@@ -70,5 +77,16 @@ describe.each(DIALECTS)('plugin SDK (%s)', (dialect) => {
     expect(state('schemaless')).toMatchObject({ state: 'failed', reason_code: 'KRN_ERR_PLUGIN_CONFIG_INVALID' });
     expect(state('schemaless').reason).toMatch(/config\.anything/);
     expect((await t.request('GET', '/api/misconfigured')).status).toBe(404);
+  });
+
+  it('keeps a plugin to tables named with its id: a migration creating another name is refused and nothing of it applied', async () => {
+    const plugins = (await t.request('GET', '/api/plugins')).body as { id: string; state: string; reason_code: string; reason: string }[];
+    const trespasser = plugins.find((p) => p.id === 'trespasser')!;
+    expect(trespasser).toMatchObject({ state: 'failed', reason_code: 'KRN_ERR_PLUGIN_TABLE_PREFIX' });
+    expect(trespasser.reason).toMatch(/users_shadow/);
+    const tables = (await t.kernel.storage.snapshotSchema()).map((table) => table.name);
+    expect(tables).not.toContain('users_shadow');
+    expect(tables).not.toContain('trespasser_items');
+    expect(await t.kernel.migrator.status()).not.toContain('trespasser:2026-12-01T0000_own');
   });
 });

@@ -44,7 +44,7 @@ describe.each(DIALECTS)('migrations (%s)', (dialect) => {
     const applied = await migrator.migrateUp(sources);
     expect(applied.map((s) => `${s.pluginId}:${s.name}`)).toContain('migrating:2026-01-01T0000_notes');
     const first = await storage.snapshotSchema();
-    expect(first.map((t) => t.name)).toEqual(expect.arrayContaining(['users', 'organizations', 'organization_members', 'personal_access_tokens', 'groups', 'audit_log', 'fixture_notes', 'kernel_migrations']));
+    expect(first.map((t) => t.name)).toEqual(expect.arrayContaining(['users', 'organizations', 'organization_members', 'personal_access_tokens', 'groups', 'audit_log', 'migrating_notes', 'kernel_migrations']));
     expect(await migrator.migrateUp(sources)).toEqual([]);
 
     const reverted = await migrator.rollback(sources, '0');
