@@ -19,6 +19,7 @@ import { INGEST_ROWS, peakRssMb, rawPostgresCopySeconds, rawSqliteInsertSeconds,
 import { createScratchDatabase } from '../harness/scratch-database.ts';
 import { DIALECTS, type DialectName } from '../harness/dialects.ts';
 import { benchLongReads, longReadRows, type LongReadFigures } from './long-reads.ts';
+import { benchBackgroundWork } from './background-work.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -261,6 +262,10 @@ async function main() {
   const longReads: Partial<Record<DialectName, LongReadFigures>> = {};
   for (const dialect of DIALECTS) longReads[dialect] = await longReadsOn(dialect, work, manifests);
 
+  // Background work on each adapter: enqueue-to-start latency on an idle queue, burst throughput.
+  const backgroundWork = [];
+  for (const dialect of DIALECTS) backgroundWork.push(await benchBackgroundWork(dialect, work, manifests));
+
   // Start-up and reload, in process, on a fresh SQLite database each time.
   const startups: number[] = [];
   const reloads: number[] = [];
@@ -294,6 +299,7 @@ async function main() {
     ingest_postgres: postgresIngest,
     ingest_large_file: largeIngest ?? null,
     long_reads: longReads,
+    background_work: backgroundWork,
     throughput_ratio_kernel_vs_koa: kernelRoute.median_ratio_vs_koa,
     throughput_ratio_me_jwt_vs_koa: meWithJwt.median_ratio_vs_koa,
     throughput_ratio_me_pat_vs_koa: meWithPat.median_ratio_vs_koa,
@@ -331,6 +337,19 @@ async function main() {
       : {}),
   });
   console.table(Object.assign({}, ...Object.entries(longReads).map(([dialect, figures]) => longReadRows(dialect as DialectName, figures))));
+  console.table(
+    Object.fromEntries(
+      backgroundWork.map((figures) => [
+        `background work (${figures.dialect})`,
+        {
+          'enqueue→start p50 ms': figures.enqueue_to_start_ms.p50,
+          'enqueue→start p99 ms': figures.enqueue_to_start_ms.p99,
+          [`burst of ${figures.burst.items}: enqueued/s`]: figures.burst.enqueue_per_s,
+          'completed/s': figures.burst.completed_per_s,
+        },
+      ]),
+    ),
+  );
   const out = path.join(REPO_ROOT, 'test/bench/results/latest.json');
   fs.writeFileSync(out, `${JSON.stringify(results, null, 2)}\n`);
   console.log(`results written to ${path.relative(REPO_ROOT, out)}`);
