@@ -24,8 +24,9 @@ describe.each(DIALECTS)('long reads leave the server responsive (%s)', (dialect)
   let datasetId: number;
 
   beforeAll(async () => {
-    // Quality runs of this suite have a time limit no grouping of its rows fits in.
-    t = await startTestKernel({ dialect, env: { DATA_QUALITY_TIMEOUT_MS: String(QUALITY_TIMEOUT_MS) } });
+    // Quality runs of this suite have a time limit no grouping of its rows fits in; two read
+    // workers, one per organization at a time.
+    t = await startTestKernel({ dialect, env: { DATA_QUALITY_TIMEOUT_MS: String(QUALITY_TIMEOUT_MS), READ_WORKERS: '2', READ_WORKERS_PER_ORGANIZATION: '1' } });
     const project = await t.request('POST', '/api/projects', { body: { key: 'LONG', name: 'Long reads' } });
     const columns = [
       { name: 'id', type: 'integer' },
@@ -81,5 +82,27 @@ describe.each(DIALECTS)('long reads leave the server responsive (%s)', (dialect)
     const page = await t.request('GET', `/api/datasets/${datasetId}/rows?limit=3&filter=id:lte:3`);
     expect(page.status).toBe(200);
     expect(page.body.rows.map((r: { id: number }) => r.id)).toEqual([1, 2, 3]);
+  });
+
+  it('keeps a read worker for another organization while one organization\u2019s reads wait their turn', async () => {
+    const other = await t.outsider('long-reads-other');
+    const project = await t.request('POST', '/api/projects', { token: other.token, body: { key: 'OTHER', name: 'Other' } });
+    const small = await t.request('POST', '/api/datasets', { token: other.token, body: { name: 'small', project_id: project.body.id, columns: [{ name: 'v', type: 'integer' }] } });
+    expect((await t.request('POST', `/api/datasets/${small.body.id}/rows`, { token: other.token, body: [{ v: 1 }] })).status).toBe(200);
+    const order: string[] = [];
+    // Two of its last pages by a sort on distinct strings: each one statement sorting every row.
+    const sortedPage = (name: string) =>
+      t.request('GET', `/api/datasets/${datasetId}/rows?limit=1&sort=-country,-note&offset=${ROWS - 10}`).then((page) => {
+        expect(page.status).toBe(200);
+        order.push(name);
+      });
+    const mine = [sortedPage('first sorted page'), sortedPage('second sorted page')];
+    await new Promise((resolve) => setTimeout(resolve, HEAD_START_MS));
+    const page = await t.request('GET', `/api/datasets/${small.body.id}/rows`, { token: other.token });
+    order.push('other organization');
+    expect(page.body.rows).toEqual([{ v: 1 }]);
+    await Promise.all(mine);
+    // Had the first organization's reads taken both workers, the other's would have waited for one.
+    expect(order[0]).toBe('other organization');
   });
 });
