@@ -67,6 +67,17 @@ const recipeTypes = extensionPoint<Record<string, unknown>>('pipeline.recipe-typ
 export default definePlugin({ deps: {}, init: (_services, ctx) => ctx.contribute(recipeTypes, { id: 'coded_bad', params: { type: 'nope' }, run: () => null }) });
 `,
   );
+  file(
+    'pantry/index.ts',
+    `import { definePlugin } from 'data-platform/plugin-api';
+
+export default definePlugin({
+  deps: {},
+  migrations: { '2026-01-01T0000_items': { async up({ db, storage }) { await storage.addIdColumn(db.schema.createTable('pantry_items')).execute(); } } },
+  init: () => undefined,
+});
+`,
+  );
   const manifest = (id: string, entry: string, types: Record<string, unknown>[], more: Record<string, unknown> = {}) =>
     file(
       `manifests/${id}.json`,
@@ -82,6 +93,7 @@ export default definePlugin({ deps: {}, init: (_services, ctx) => ctx.contribute
   manifest('unimportable', '../other/index.ts', [{ id: 'lost', handler: 'nowhere:run', params: {} }]);
   manifest('not_a_function', '../other/index.ts', [{ id: 'absent', handler: 'handlers:whisper', params: {} }]);
   manifest('coded', '../coded/index.ts', []);
+  manifest('pantry', '../pantry/index.ts', [{ id: 'pantry_stock', handler: 'stock:count', params: {} }]);
   manifest('spice', '../other/index.ts', [{ id: 'spice_salt', handler: 'handlers:salt', params: { type: 'object' } }]);
   manifest('stranger', '../other/index.ts', [{ id: 'strange', handler: 'handlers:shout', params: {} }], { depends_on: [] });
 }
@@ -192,6 +204,13 @@ describe.each(DIALECTS)('recipe types in the pipeline plugin (%s)', (dialect) =>
     expect((await t.request('PUT', `/api/plugins/spice/organizations/${orgB}`, inOrg(orgB, { body: { enabled: true } }))).status).toBe(200);
     expect((await listed(orgB)).map((type) => type.id)).toEqual(['chef_shout', 'chef_trim', 'spice_salt']);
     expect((await run(orgB)).body).toEqual({ result: 'salted' });
+  });
+
+  it('refuses a manifest\'s recipe type before its plugin\'s migrations run', async () => {
+    const pantry = await status('pantry');
+    expect(pantry).toMatchObject({ state: 'failed', reason_code: 'KRN_ERR_PLUGIN_CONTRIBUTION_INVALID' });
+    expect(pantry.reason).toMatch(/recipe type "pantry_stock": handler stock:count cannot be imported/);
+    expect((await t.kernel.storage.snapshotSchema()).map((table) => table.name)).not.toContain('pantry_items');
   });
 
   it('resolves a reloaded contributor\'s handler afresh, and keeps one entry per type across the reload', async () => {
