@@ -26,6 +26,8 @@ interface Active {
   again: boolean;
   retryAt: number;
   closed: boolean;
+  /** While this instance holds the position's lease (until then), the position it last wrote. */
+  held: { until: number; position: number } | null;
 }
 
 const LEASE_MS = 30_000;
@@ -77,7 +79,7 @@ export class EventDispatcher {
    */
   subscribe(subscription: Subscription): () => Promise<void> {
     const previous = this.active.get(subscription.id);
-    const active: Active = { subscription, delivering: undefined, again: false, retryAt: 0, closed: false };
+    const active: Active = { subscription, delivering: undefined, again: false, retryAt: 0, closed: false, held: null };
     this.active.set(subscription.id, active);
     if (previous) {
       previous.closed = true;
@@ -98,6 +100,7 @@ export class EventDispatcher {
 
   private async close(active: Active) {
     active.closed = true;
+    active.held = null;
     await active.delivering;
     // A newer version that took the subscription over keeps its lease.
     if (this.active.get(active.subscription.id) !== active) return;
@@ -126,9 +129,7 @@ export class EventDispatcher {
   /** Hands the subscriber every event after its position, batch by batch, while it holds the lease. */
   private async drain(active: Active): Promise<void> {
     const { subscription } = active;
-    const start = subscription.from === 'now' ? await this.store.newestId() : 0;
-    let position = await this.store.lease(subscription.id, this.owner, start, new Date(Date.now() + LEASE_MS).toISOString());
-    while (position !== null && !active.closed) {
+    for (let position = await this.position(active); position !== null && !active.closed; position = await this.position(active)) {
       const events = await this.store.read({ after: position, types: subscription.types, limit: BATCH });
       for (const event of events) {
         if (active.closed) return;
@@ -144,13 +145,33 @@ export class EventDispatcher {
             return;
           }
           this.logger.error({ err, subscriber: subscription.id, event: event.id, failures }, 'event handler failed too often; the event is skipped');
-          if (!(await this.store.advance(subscription.id, this.owner, event.id, `event ${event.id} skipped after ${failures} failures: ${message}`))) return;
+          if (!(await this.moveTo(active, event.id, `event ${event.id} skipped after ${failures} failures: ${message}`))) return;
           continue;
         }
-        if (!(await this.store.advance(subscription.id, this.owner, event.id))) return; // another instance took it over
+        if (!(await this.moveTo(active, event.id, null))) return;
       }
       if (events.length < BATCH) return;
-      position = await this.store.lease(subscription.id, this.owner, start, new Date(Date.now() + LEASE_MS).toISOString());
     }
+  }
+
+  /**
+   * The subscriber's position, if this instance holds (or now takes) its lease. A lease with more
+   * than half its time left is not renewed: a wake with nothing new then costs one read, no write.
+   */
+  private async position(active: Active): Promise<number | null> {
+    const now = Date.now();
+    if (active.held && active.held.until - now > LEASE_MS / 2) return active.held.position;
+    const { subscription } = active;
+    const start = active.held === null && subscription.from === 'now' ? await this.store.newestId() : 0;
+    const position = await this.store.lease(subscription.id, this.owner, start, new Date(now + LEASE_MS).toISOString());
+    active.held = position === null ? null : { until: now + LEASE_MS, position };
+    return position;
+  }
+
+  /** Moves the position past an event; false when another instance took the subscriber over. */
+  private async moveTo(active: Active, eventId: number, skipped: string | null): Promise<boolean> {
+    const moved = await this.store.advance(active.subscription.id, this.owner, eventId, skipped);
+    active.held = moved && active.held ? { ...active.held, position: eventId } : null;
+    return moved;
   }
 }

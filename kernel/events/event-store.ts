@@ -79,7 +79,10 @@ export class EventStore {
    * instance holds an unexpired lease on it. Answers the position, or null when it is taken.
    */
   async lease(subscriber: string, owner: string, start: number, leaseUntil: string): Promise<number | null> {
-    const { db } = this.storage;
+    return this.bookkeeping((db) => this.leaseIn(db, subscriber, owner, start, leaseUntil));
+  }
+
+  private async leaseIn(db: Kysely<any>, subscriber: string, owner: string, start: number, leaseUntil: string): Promise<number | null> {
     const now = this.storage.now();
     await db
       .insertInto('event_subscriptions')
@@ -98,13 +101,26 @@ export class EventStore {
 
   /** Moves a subscriber past an event it handled (or gave up on), if `owner` still holds it. */
   async advance(subscriber: string, owner: string, position: number, skipped: string | null = null): Promise<boolean> {
-    const result = await this.storage.db
-      .updateTable('event_subscriptions')
-      .set({ position, failures: 0, last_error: skipped, updated_at: this.storage.now() })
-      .where('subscriber', '=', subscriber)
-      .where('lease_owner', '=', owner)
-      .executeTakeFirst();
+    const result = await this.bookkeeping((db) =>
+      db
+        .updateTable('event_subscriptions')
+        .set({ position, failures: 0, last_error: skipped, updated_at: this.storage.now() })
+        .where('subscriber', '=', subscriber)
+        .where('lease_owner', '=', owner)
+        .executeTakeFirst(),
+    );
     return Number(result.numUpdatedRows) > 0;
+  }
+
+  /**
+   * Positions and leases commit lazily (see Storage.commitLazily): one lost in a crash of the
+   * database server only means an event delivered again, which at-least-once delivery allows.
+   */
+  private bookkeeping<T>(work: (db: Kysely<any>) => Promise<T>): Promise<T> {
+    return this.storage.transaction(async (trx) => {
+      await this.storage.commitLazily(trx);
+      return work(trx);
+    });
   }
 
   /** Counts a failed delivery of the event after the subscriber's position; answers the failures so far. */
