@@ -39,7 +39,7 @@ class ReadWorker {
       // Plain JavaScript: none of the parent's loaders.
       execArgv: [],
     });
-    // An idle worker must not keep the process alive; a busy one is awaited by its caller.
+    // An idle worker must not keep the process alive; a busy one does (see `run`).
     this.thread.unref();
     this.thread.on('message', (answer: Answer) => {
       if (answer.error) this.settle(null, Object.assign(new Error(answer.error.message), { code: answer.error.code }));
@@ -53,6 +53,7 @@ class ReadWorker {
     if (!this.alive) return Promise.reject(new LongReadStoppedError('the read worker was stopped'));
     return new Promise((resolve, reject) => {
       this.running = { resolve, reject };
+      this.thread.ref();
       if (timeoutMs !== undefined) {
         this.running.timer = setTimeout(() => this.stop(new QueryTimeoutError(`the query ran longer than ${timeoutMs} ms and was stopped`)), timeoutMs);
       }
@@ -75,6 +76,7 @@ class ReadWorker {
     const running = this.running;
     if (!running) return;
     this.running = null;
+    this.thread.unref();
     clearTimeout(running.timer);
     if (err) running.reject(err);
     else running.resolve(result!);
