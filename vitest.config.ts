@@ -5,10 +5,11 @@ export default defineConfig({
   // What kernel/registry/reload-hooks.mjs does for `npm start`: the SDK specifiers resolve from a
   // plugin in any folder (vitest loads modules through its own resolver, not Node's hooks).
   resolve: {
-    alias: {
-      'data-platform/plugin-api': fileURLToPath(new URL('./kernel/plugin-api.ts', import.meta.url)),
-      'data-platform/testing': fileURLToPath(new URL('./test/harness/index.ts', import.meta.url)),
-    },
+    alias: [
+      { find: 'data-platform/plugin-api', replacement: fileURLToPath(new URL('./kernel/plugin-api.ts', import.meta.url)) },
+      { find: 'data-platform/testing', replacement: fileURLToPath(new URL('./test/harness/index.ts', import.meta.url)) },
+      { find: /^data-platform\/plugins\/([a-z0-9_-]+)$/, replacement: fileURLToPath(new URL('./plugins/$1/public.ts', import.meta.url)) },
+    ],
   },
   test: {
     include: ['test/**/*.test.ts', 'plugins/**/*.test.ts'],

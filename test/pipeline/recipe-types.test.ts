@@ -19,21 +19,18 @@ function writeThirdPartyPlugins(root: string) {
   };
   file(
     'chef/index.ts',
-    `import { definePlugin, defineRoute, extensionPoint, pluginServiceRef, problems, z } from 'data-platform/plugin-api';
-
-interface Offered { run(run: { params: unknown; orgId: number; signal: AbortSignal }): unknown; check(params: unknown): { path: string; message: string }[] }
-const recipeTypes = extensionPoint<Record<string, unknown>>('pipeline.recipe-types');
-const catalog = pluginServiceRef<{ get(orgId: number, id: string): Promise<Offered | undefined> }>('pipeline.recipe-types');
+    `import { definePlugin, defineRoute, problems, z } from 'data-platform/plugin-api';
+import { pipelineRecipeTypes as catalog, recipeType, recipeTypes } from 'data-platform/plugins/pipeline';
 
 export default definePlugin({
   deps: {},
   init: (_services, ctx) => {
-    ctx.contribute(recipeTypes, {
+    ctx.contribute(recipeTypes, recipeType<{ width: number }>({
       id: 'chef_trim',
       description: 'Trims columns to a width',
       params: ${JSON.stringify(TRIM_PARAMS)},
-      run: ({ params }: { params: { width: number } }) => 'trimmed to ' + params.width,
-    });
+      run: ({ params }) => 'trimmed to ' + params.width,
+    }));
     const types = ctx.useService(catalog);
     return {
       routes: [
