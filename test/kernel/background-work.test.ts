@@ -214,4 +214,18 @@ describe.each(DIALECTS)('background work across instances (%s)', (dialect) => {
     const tickRuns = ((await t.request('GET', '/api/worker/runs')).body.runs as { item_id: number; outcome: string }[]).filter((r) => r.outcome === 'tick');
     expect(new Set(tickRuns.map((r) => r.item_id)).size).toBe(tickRuns.length);
   });
+
+  it('delivers each event once to a subscriber both instances run, whichever instance published it', async () => {
+    const peer = await t.peer();
+    const published: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const via = i % 2 ? peer : t;
+      const res = await via.request('POST', '/api/worker/notes', { body: { text: `note ${i}` } });
+      expect(res.status, res.text).toBe(201);
+      published.push(res.body.event_id);
+    }
+    const received = await until(() => t.request('GET', '/api/worker/received'), (r) => published.every((id) => r.body.received.some((x: { event_id: number }) => x.event_id === id)));
+    const deliveries = (received.body.received as { event_id: number }[]).filter((x) => published.includes(x.event_id));
+    expect(deliveries.map((x) => x.event_id).sort((a, b) => a - b)).toEqual([...published].sort((a, b) => a - b));
+  });
 });
