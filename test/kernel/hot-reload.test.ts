@@ -2,20 +2,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS } from '../harness/dialects.ts';
-import { REPO_ROOT, startTestKernel, tempDir, writeManifest, type TestKernel, type TestResponse } from '../harness/index.ts';
+import { REPO_ROOT, startTestKernel, tempDir, until, writeManifest, type TestKernel, type TestResponse } from '../harness/index.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Polls `probe` until `done` holds or `timeoutMs` passes (bounded); returns the last answer. */
-async function until<T>(probe: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 5_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last = await probe();
-  while (!done(last) && Date.now() < deadline) {
-    await sleep(50);
-    last = await probe();
-  }
-  return last;
-}
 
 const withRepoManifests = (dir: string) => [path.join(REPO_ROOT, 'manifests'), dir];
 
