@@ -1,19 +1,8 @@
 import { OpenAPIRegistry, OpenApiGeneratorV31, type RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z, type ZodType } from 'zod';
+import { derivedProblems, problemSchema } from './openapi-problems.ts';
 import type { MountedRoute } from './registry/generation.ts';
 import { RELEASE } from './release.ts';
-
-const problemSchema = z
-  .object({
-    type: z.string(),
-    title: z.string(),
-    status: z.number().int(),
-    detail: z.string(),
-    request_id: z.string(),
-    code: z.string().optional(),
-    errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
-  })
-  .meta({ id: 'ProblemDetails', description: 'RFC 9457 problem details' });
 
 const problemResponse = (description: string) => ({ description, content: { 'application/problem+json': { schema: problemSchema } } });
 
@@ -38,12 +27,12 @@ export function buildOpenApiDocument(routes: MountedRoute[], serverUrl?: string)
         ? { description: response.description, content: { 'application/json': { schema: response.schema } } }
         : response.contentType
           ? { description: response.description, content: { [response.contentType]: { schema: z.string() } } }
-          : { description: response.description };
+          : Number(status) >= 400
+            ? problemResponse(response.description)
+            : { description: response.description };
     }
-    if (route.request) responses['400'] ??= problemResponse('The request failed validation; `errors` names each failing field');
-    if (route.security !== 'none') responses['401'] ??= problemResponse('Missing or invalid credentials');
-    if (route.capability || route.orgScoped) responses['403'] ??= problemResponse('Authenticated, but not allowed');
-    responses.default = problemResponse('Any other error, as problem details');
+    for (const [status, description] of derivedProblems(m.path, route)) responses[status] ??= problemResponse(description);
+    responses.default = problemResponse('Any other error, as problem details (a 500 names only the request id)');
 
     const orgHeader = z.object({
       'X-Org-Id': z.string().regex(/^\d+$/).optional().describe('Current organization; default: your default organization'),

@@ -12,6 +12,9 @@ export interface RateLimitSettings {
 
 const retryAfter = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
 
+/** Whether a path counts against the auth bucket (its refusal is a 503) rather than the general /api/ one (429). */
+export const inAuthBucket = (path: string) => path.startsWith('/api/auth/') || path === '/api/auth';
+
 /**
  * The spec's two client-address buckets (§8), applied in the app: the auth bucket answers 503 as
  * the spec's reverse proxy does, the general /api/ bucket 429. Both carry Retry-After.
@@ -29,7 +32,7 @@ export function rateLimits(store: RateLimitStore, settings: RateLimitSettings): 
   };
   return (ctx, next) => {
     const path = ctx.path;
-    const auth = path.startsWith('/api/auth/') || path === '/api/auth';
+    const auth = inAuthBucket(path);
     if (auth ? settings.authPerSecond > 0 : settings.apiPerSecond > 0 && path.startsWith('/api/')) return limited(ctx, next, auth);
     return next();
   };

@@ -49,7 +49,11 @@ export function pluginRoutes(registry: PluginRegistryService) {
       security: 'bearer',
       capability: 'plugins.manage',
       request: { params: pluginIdParams },
-      responses: { 200: { description: 'The plugin after the reload', schema: pluginStatusSchema } },
+      responses: {
+        200: { description: 'The plugin after the reload', schema: pluginStatusSchema },
+        404: { description: 'No plugin with this id in the manifests' },
+        422: { description: 'The new version failed to load; the previous one keeps serving. `code` names the reason (e.g. KRN_ERR_PLUGIN_MIGRATION_NOT_ADDITIVE)' },
+      },
       handler: ({ params }) => registry.reload(params.id),
     }),
   ];

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import vm from 'node:vm';
 import path from 'node:path';
 import { Validator } from '@seriousme/openapi-schema-validator';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS } from '../harness/dialects.ts';
 import { REPO_ROOT, startTestKernel, tempDir, writeManifest, type TestKernel } from '../harness/index.ts';
@@ -25,22 +26,22 @@ const PROBE_ROUTES: {
   responses: string[];
   security: 'none' | 'bearer';
 }[] = [
-  { method: 'get', path: '/api/probe', responses: ['200', 'default'], security: 'none' },
-  { method: 'get', path: '/api/probe/slow', params: [{ name: 'ms', in: 'query', required: true }], responses: ['200', '400', 'default'], security: 'none' },
+  { method: 'get', path: '/api/probe', responses: ['200', '429', '503', 'default'], security: 'none' },
+  { method: 'get', path: '/api/probe/slow', params: [{ name: 'ms', in: 'query', required: true }], responses: ['200', '400', '429', '503', 'default'], security: 'none' },
   {
     method: 'post',
     path: '/api/probe/echo',
     params: [{ name: 'mode', in: 'query', required: false }],
     body: ['name', 'count'],
-    responses: ['201', '400', '401', 'default'],
+    responses: ['201', '400', '401', '413', '415', '429', '503', 'default'],
     security: 'bearer',
   },
-  { method: 'get', path: '/api/probe/items/{item_id}', params: [{ name: 'item_id', in: 'path', required: true }], responses: ['200', '400', 'default'], security: 'none' },
-  { method: 'get', path: '/api/probe/boom', responses: ['200', 'default'], security: 'none' },
-  { method: 'get', path: '/api/probe/problem/{status}', params: [{ name: 'status', in: 'path', required: true }], responses: ['204', '400', 'default'], security: 'none' },
-  { method: 'get', path: '/api/probe/bad-response', responses: ['200', 'default'], security: 'none' },
-  { method: 'get', path: '/api/probe/org', params: [{ name: 'X-Org-Id', in: 'header', required: false }], responses: ['200', '401', '403', 'default'], security: 'bearer' },
-  { method: 'get', path: '/api/probe/special', responses: ['200', '401', '403', 'default'], security: 'bearer' },
+  { method: 'get', path: '/api/probe/items/{item_id}', params: [{ name: 'item_id', in: 'path', required: true }], responses: ['200', '400', '404', '429', '503', 'default'], security: 'none' },
+  { method: 'get', path: '/api/probe/boom', responses: ['200', '429', '503', 'default'], security: 'none' },
+  { method: 'get', path: '/api/probe/problem/{status}', params: [{ name: 'status', in: 'path', required: true }], responses: ['204', '400', '404', '429', '503', 'default'], security: 'none' },
+  { method: 'get', path: '/api/probe/bad-response', responses: ['200', '429', '503', 'default'], security: 'none' },
+  { method: 'get', path: '/api/probe/org', params: [{ name: 'X-Org-Id', in: 'header', required: false }], responses: ['200', '400', '401', '403', '404', '429', '503', 'default'], security: 'bearer' },
+  { method: 'get', path: '/api/probe/special', responses: ['200', '401', '403', '429', '503', 'default'], security: 'bearer' },
 ];
 
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
@@ -157,9 +158,38 @@ describe.each(DIALECTS)('OpenAPI description and docs (%s)', (dialect) => {
         expect(response.description, status).toEqual(expect.any(String));
         if (Number(status) >= 400 || status === 'default') {
           expect(Object.keys(response.content ?? {}), status).toEqual(['application/problem+json']);
+          expect(response.content!['application/problem+json'].schema, status).toEqual({ $ref: '#/components/schemas/Problem' });
         }
       }
       expect(op.security).toEqual(route.security === 'bearer' ? [{ bearerAuth: [] }] : []);
+    });
+
+    it('real error answers are problem+json, valid against the Problem schema, at statuses their operation declares', async () => {
+      const ajv = new Ajv2020({ strict: false });
+      const problem = ajv.compile({ ...doc.components.schemas.Problem, $id: 'Problem' });
+      const raw = (init: RequestInit & { token?: boolean }) =>
+        fetch(new URL('/api/probe/echo', t.url), { method: 'POST', ...init, headers: { ...(init.token === false ? {} : { Authorization: `Bearer ${t.adminToken}` }), ...(init.headers as Record<string, string>) } });
+      const answers = [
+        await raw({ token: false, body: '{}', headers: { 'Content-Type': 'application/json' } }),
+        await raw({ body: JSON.stringify({ name: '' }), headers: { 'Content-Type': 'application/json' } }),
+        await raw({ body: '{"name":', headers: { 'Content-Type': 'application/json' } }),
+        await raw({ body: 'name=x', headers: { 'Content-Type': 'text/plain' } }),
+        await raw({ body: JSON.stringify({ name: 'x'.repeat(2_000_000), count: 1 }), headers: { 'Content-Type': 'application/json' } }),
+      ];
+      expect(answers.map((res) => res.status)).toEqual([401, 400, 400, 415, 413]);
+      for (const res of answers) {
+        expect(Object.keys(doc.paths['/api/probe/echo'].post.responses)).toContain(String(res.status));
+        expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+        const body = await res.json();
+        expect(problem(body), JSON.stringify(problem.errors)).toBe(true);
+      }
+    });
+
+    it('a route\'s explicitly declared error status wins over the derived one', () => {
+      const plugins = doc.paths['/api/plugins/{id}/reload']?.post as Operation | undefined;
+      expect(plugins, 'POST /api/plugins/{id}/reload').toBeDefined();
+      expect(plugins!.responses['404'].description).toMatch(/no plugin/i);
+      expect(plugins!.responses['422'].content).toEqual({ 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } });
     });
 
     it('describes the echo body and answer precisely', () => {
