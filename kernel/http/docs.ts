@@ -9,25 +9,38 @@ const require = createRequire(import.meta.url);
 const swaggerDist = path.dirname(require.resolve('swagger-ui-dist/package.json'));
 const redocBundle = require.resolve('redoc/bundles/redoc.standalone.js');
 
+/** The platform's icon: a small SVG served as /favicon.ico (browsers ask for it unprompted) and as Redoc's logo. */
+const ICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="#1f4e79"/><ellipse cx="16" cy="9" rx="9" ry="3.5" fill="#fff"/><path d="M7 9v14c0 1.9 4 3.5 9 3.5s9-1.6 9-3.5V9" fill="none" stroke="#fff" stroke-width="2"/><path d="M7 16c0 1.9 4 3.5 9 3.5s9-1.6 9-3.5" fill="none" stroke="#fff" stroke-width="2"/></svg>`;
+const ICON = Buffer.from(ICON_SVG);
+const REDOC_LOGO_PATH = '/redoc/assets/logo.svg';
+
+/**
+ * Redoc 2 shows a "by Redocly" logo fetched from its CDN, whatever its options say; the CSP blocks
+ * it (a console error) and these machines have no internet anyway. The bundle is served with that
+ * address pointing at the platform's own icon: read and rewritten once, on first request.
+ */
+const REDOC_CDN_LOGO = 'https://cdn.redoc.ly/redoc/logo-mini.svg';
+let redocSource: Promise<string> | undefined;
+const redocBundleText = () => (redocSource ??= fs.promises.readFile(redocBundle, 'utf8').then((text) => text.replaceAll(REDOC_CDN_LOGO, REDOC_LOGO_PATH)));
+
 /** Files the docs pages load, served by the platform itself: these machines have no internet. */
 const ASSETS: Record<string, { file: string; type: string }> = {
   '/docs/assets/swagger-ui/swagger-ui.min.css': { file: path.join(swaggerDist, 'swagger-ui.css'), type: 'text/css' },
   '/docs/assets/swagger-ui/swagger-ui-bundle.js': { file: path.join(swaggerDist, 'swagger-ui-bundle.js'), type: 'application/javascript' },
   '/docs/assets/swagger-ui/swagger-ui-standalone-preset.js': { file: path.join(swaggerDist, 'swagger-ui-standalone-preset.js'), type: 'application/javascript' },
   '/docs/assets/swagger-ui/favicon-32x32.png': { file: path.join(swaggerDist, 'favicon-32x32.png'), type: 'image/png' },
-  '/redoc/assets/redoc.standalone.js': { file: redocBundle, type: 'application/javascript' },
 };
 
 const REDOC_PAGE = `<!DOCTYPE html>
 <html lang="en">
-<head><meta charset="utf-8"><title>Data Platform API</title><meta name="viewport" content="width=device-width, initial-scale=1"></head>
+<head><meta charset="utf-8"><title>Data Platform API</title><meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" type="image/svg+xml" href="/favicon.ico"></head>
 <body><redoc spec-url="/openapi.json"></redoc><script src="/redoc/assets/redoc.standalone.js"></script></body>
 </html>`;
 
 // koa2-swagger-ui's page template links a web font from a CDN; the page works without it.
 const CDN_FONT_LINK = /<link[^>]+fonts\.googleapis\.com[^>]*>\s*/g;
 
-/** /openapi.json, /docs (Swagger UI), /redoc and their assets. */
+/** /openapi.json, /docs (Swagger UI), /redoc, their assets and /favicon.ico. */
 export function docsRoutes(openapi: () => Record<string, unknown>): Middleware {
   const swagger = koaSwagger({
     routePrefix: '/docs',
@@ -55,6 +68,19 @@ export function docsRoutes(openapi: () => Record<string, unknown>): Middleware {
       return;
     }
     if (ctx.path === '/redoc') return page(ctx, REDOC_PAGE);
+    if (ctx.path === '/redoc/assets/redoc.standalone.js') {
+      ctx.type = 'application/javascript';
+      documentHeaders(ctx, 'public, max-age=86400');
+      ctx.body = await redocBundleText();
+      return;
+    }
+    if (ctx.path === '/favicon.ico' || ctx.path === REDOC_LOGO_PATH) {
+      ctx.type = 'image/svg+xml';
+      // Browsers ask for a favicon with every page they open: a month of cache (it changes with a release at most).
+      documentHeaders(ctx, 'public, max-age=2592000');
+      ctx.body = ICON;
+      return;
+    }
     const asset = ASSETS[ctx.path];
     if (!asset) return next();
     ctx.type = asset.type;

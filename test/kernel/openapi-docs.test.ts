@@ -89,9 +89,14 @@ describe.each(DIALECTS)('OpenAPI description and docs (%s)', (dialect) => {
       expect(doc.info.title).toEqual(expect.any(String));
     });
 
-    it('declares the bearerAuth and apiKey security schemes', () => {
+    it('declares the security schemes its routes use, and no other', () => {
       expect(doc.components.securitySchemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer' });
-      expect(doc.components.securitySchemes.apiKey).toMatchObject({ type: 'apiKey', in: 'header', name: 'X-API-Key' });
+      // no loaded route takes a data API key (test/kernel/api-keys.test.ts has some)
+      expect(doc.components.securitySchemes.apiKey).toBeUndefined();
+    });
+
+    it('names a relative server when PUBLIC_URL is not set', () => {
+      expect(doc.servers).toEqual([{ url: '/' }]);
     });
 
     it('has one tag per router, and every operation carries exactly its router tag', async () => {
@@ -274,8 +279,11 @@ describe.each(DIALECTS)('OpenAPI description and docs (%s)', (dialect) => {
         else if (ref.endsWith('.png')) {
           expect(type, ref).toBe('image/png');
           expect(body.subarray(1, 4).toString('latin1')).toBe('PNG');
+        } else if (ref === '/favicon.ico') {
+          expect(type, ref).toBe('image/svg+xml');
+          expect(body.toString('utf8')).toMatch(/^<svg /);
         } else throw new Error(`unexpected asset ${ref}`);
-        expect(body.length, ref).toBeGreaterThan(ref.endsWith('.png') ? 100 : 1000);
+        expect(body.length, ref).toBeGreaterThan(/\.(png|ico)$/.test(ref) ? 100 : 1000);
         if (ref.endsWith('.css')) {
           // a stylesheet may only pull in inline data or files of this server
           const urls = [...body.toString('utf8').matchAll(/url\(\s*["']?([^"')]+)/g)].map((m) => m[1]);
