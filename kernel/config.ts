@@ -86,6 +86,8 @@ export const settingsSchema = z.object({
   AUTH_RATE_LIMIT_PER_SEC: integer(5),
   API_RATE_LIMIT_PER_SEC: integer(100),
   RESET_TOKEN_TTL_MINUTES: integer(60, 1),
+  /** A user with `must_reset_password` may only change the password, read /api/me and revoke a token until they do. */
+  REQUIRE_PASSWORD_CHANGE: bool(false),
   SMTP_URL: z
     .string()
     .regex(/^smtps?:\/\//, 'must be an smtp:// or smtps:// URL')

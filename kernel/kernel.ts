@@ -154,6 +154,7 @@ export class Kernel {
       rateLimits,
       patRateLimitPerMin: settings.PAT_RATE_LIMIT_PER_MIN,
       apiKeyRateLimitPerMin: settings.API_KEY_RATE_LIMIT_PER_MIN,
+      requirePasswordChange: settings.REQUIRE_PASSWORD_CHANGE,
     });
     const compile = createRouteCompiler({
       authorizer,

@@ -107,6 +107,11 @@ export interface RouteDefinition<R extends RouteRequestSchemas = RouteRequestSch
   capability?: string;
   /** The route works inside the current organization (`X-Org-Id`). */
   orgScoped?: O;
+  /**
+   * Open to a user who must still choose a password (`must_reset_password`) when
+   * REQUIRE_PASSWORD_CHANGE is on: only what a client needs to get them through the change.
+   */
+  allowDuringPasswordChange?: boolean;
   request?: R;
   responses: Record<number, RouteResponse>;
   handler(input: RouteInput<R, S, O>): Promise<unknown> | unknown;

@@ -21,6 +21,8 @@ export interface Identity {
   scopes: ReadonlySet<string> | null;
   /** When the credential stops being valid (JWT `exp`, PAT expiry); null = never. */
   expiresAtMs: number | null;
+  /** The user's password is temporary (`must_reset_password`): set by an admin, or the bootstrap admin's. */
+  mustResetPassword: boolean;
 }
 
 /**
@@ -75,5 +77,5 @@ function issuedBeforeSessionsEnded(claims: AccessTokenClaims, user: PublicUser):
 function identityOf(user: PublicUser | undefined, via: Identity['via'], tokenId: number | null, scopes: ReadonlySet<string> | null, expiresAtMs: number | null): Identity {
   if (!user) throw problems.unauthorized('invalid token: the user no longer exists');
   if (!user.is_active) throw problems.unauthorized('invalid token: the user is deactivated');
-  return { userId: user.id, username: user.username, role: user.role, isPlatformAdmin: user.role === PLATFORM_ADMIN_ROLE, defaultOrgId: user.default_org_id, via, tokenId, scopes, expiresAtMs };
+  return { userId: user.id, username: user.username, role: user.role, isPlatformAdmin: user.role === PLATFORM_ADMIN_ROLE, defaultOrgId: user.default_org_id, via, tokenId, scopes, expiresAtMs, mustResetPassword: user.must_reset_password };
 }

@@ -3,7 +3,7 @@ import type { AuditOrigin } from '../audit/audit-service.ts';
 import type { IdentitySnapshot } from '../identity/identity-snapshot.ts';
 import type { PersonalAccessTokens } from '../identity/tokens.ts';
 import { andThen, type Maybe } from '../maybe.ts';
-import { problems } from '../problem.ts';
+import { HttpProblem, problems } from '../problem.ts';
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { CapabilityInfo } from '../registry/generation.ts';
 import type { RouteDefinition } from '../route.ts';
@@ -27,6 +27,8 @@ export interface AuthorizerDeps {
   patRateLimitPerMin: number;
   /** Requests per minute per data API key; 0 = unlimited. */
   apiKeyRateLimitPerMin: number;
+  /** REQUIRE_PASSWORD_CHANGE: a user with a temporary password reaches only routes that allow it. */
+  requirePasswordChange: boolean;
 }
 
 /** What a resolved request carries on: the caller and the organization it works in. */
@@ -40,6 +42,8 @@ interface Caller extends Authorized {
   principal: UserPrincipal;
   /** When the credential stops being valid (JWT `exp`, PAT expiry); null = never. */
   expiresAtMs: number | null;
+  /** Refused on routes without `allowDuringPasswordChange` (REQUIRE_PASSWORD_CHANGE and a temporary password). */
+  passwordChangeRequired: boolean;
 }
 
 /**
@@ -77,7 +81,8 @@ export class Authorizer {
     const identity = await this.deps.authenticator.identify(credential);
     const orgId = await this.deps.tenancy.resolve(identity, orgHeader, route.orgScoped === true, request);
     const capabilities = await effectiveCapabilities(identity, orgId, catalogue, snapshot);
-    const caller: Caller = { principal: principalOf(identity, capabilities), orgId, expiresAtMs: identity.expiresAtMs };
+    const passwordChangeRequired = this.deps.requirePasswordChange && identity.mustResetPassword;
+    const caller: Caller = { principal: principalOf(identity, capabilities), orgId, expiresAtMs: identity.expiresAtMs, passwordChangeRequired };
     // A member's organization only: a platform admin entering another one is audited every time.
     if (orgId === null || (await snapshot.isMember(orgId, identity.userId))) snapshot.keepCaller(credential!, scope, catalogue, caller, version);
     return caller;
@@ -96,6 +101,7 @@ export class Authorizer {
   }
 
   private admit(route: RouteDefinition, caller: Caller, now: number): Maybe<Authorized> {
+    if (caller.passwordChangeRequired && !route.allowDuringPasswordChange) throw passwordChangeRequired();
     const { tokenId } = caller.principal;
     if (tokenId === null) return permit(route, caller);
     const stamped = this.deps.tokens.noteUse(tokenId, now);
@@ -115,6 +121,16 @@ function permit<A extends Authorized>(route: RouteDefinition, caller: A): A {
   const { principal } = caller;
   if (route.capability && !principal.capabilities.has(route.capability)) throw problems.forbidden(`this operation needs the capability "${route.capability}"${whyMissing(principal, route.capability)}`);
   return caller;
+}
+
+/**
+ * A user whose password is temporary, with REQUIRE_PASSWORD_CHANGE on, whatever the credential: a
+ * personal access token too, since its owner has not chosen a password yet (the token may have been
+ * minted before an admin reset the password). The cached caller is dropped when the password
+ * changes (identity data changed), so the next request is let through.
+ */
+function passwordChangeRequired(): HttpProblem {
+  return new HttpProblem(403, 'your password is temporary (must_reset_password): change it before anything else', { code: 'password_change_required' });
 }
 
 /** What narrowed a capability away, when it was not the role or groups. */

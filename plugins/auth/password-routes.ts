@@ -52,6 +52,7 @@ export function passwordRoutes({ users, sessions, mail, config, logger }: AuthSe
       path: '/change-password',
       summary: 'Change your own password (clears must_reset_password); answers a fresh access token',
       security: 'bearer',
+      allowDuringPasswordChange: true,
       request: { body: z.object({ old_password: z.string().min(1), new_password: z.string().min(1) }) },
       responses: { 200: { description: 'Password changed; your other sessions (JWTs) are ended, this fresh token replaces them', schema: passwordChangedSchema } },
       handler: async ({ body, principal, audit }) => {

@@ -61,6 +61,7 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       path: '/tokens/{id}',
       summary: 'Revoke one of your tokens',
       security: 'bearer',
+      allowDuringPasswordChange: true, // logging out, for a token's holder
       request: { params: s.idParam('id') },
       responses: { 200: { description: 'The revoked token', schema: s.tokenInfoSchema } },
       handler: async ({ params, principal, audit }) => {

@@ -27,6 +27,7 @@ export default definePlugin({
         path: '',
         summary: 'The current user, organizations, groups, current organization and effective capabilities',
         security: 'bearer',
+        allowDuringPasswordChange: true,
         responses: { 200: { description: 'You', schema: meSchema } },
         handler: ({ principal, orgId }) => {
           const { userId, tokenId, via, capabilities } = principal;
