@@ -16,8 +16,10 @@ function operationId(m: MountedRoute): string {
 /** The OpenAPI 3.1 description of a set of mounted routes: one operation per route declaration. */
 export function buildOpenApiDocument(routes: MountedRoute[], serverUrl?: string): Record<string, unknown> {
   const registry = new OpenAPIRegistry();
-  registry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer', description: 'JWT from /api/auth/login, or a personal access token (svc_…)' });
-  registry.registerComponent('securitySchemes', 'apiKey', { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'Data API key of a published API Service' });
+  // Only the schemes some route uses: an unused one would promise clients a way in that leads nowhere.
+  const used = new Set(routes.map((m) => m.route.security));
+  if (used.has('bearer')) registry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer', description: 'JWT from /api/auth/login, or a personal access token (svc_…)' });
+  if (used.has('apiKey')) registry.registerComponent('securitySchemes', 'apiKey', { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'Data API key of a published API Service' });
 
   for (const m of routes) {
     const { route } = m;
@@ -63,11 +65,22 @@ export function buildOpenApiDocument(routes: MountedRoute[], serverUrl?: string)
     });
   }
 
-  const tags = [...new Set(routes.map((m) => m.tag))].sort().map((name) => ({ name }));
+  // A tag is a router; its description is the manifest's `description` of the plugin serving it.
+  const tagDescriptions = new Map<string, string | undefined>();
+  for (const m of routes) if (!tagDescriptions.get(m.tag)) tagDescriptions.set(m.tag, m.plugin.manifest.description);
+  const tags = [...tagDescriptions].sort(([a], [b]) => a.localeCompare(b)).map(([name, description]) => ({ name, description }));
   const document = new OpenApiGeneratorV31(registry.definitions).generateDocument({
     openapi: '3.1.0',
-    info: { title: 'Data Platform API', version: RELEASE, description: 'Multi-tenant data platform. Org-scoped routes take the X-Org-Id header.' },
-    servers: serverUrl ? [{ url: serverUrl }] : undefined,
+    info: {
+      title: 'Data Platform API',
+      version: RELEASE,
+      description: 'Multi-tenant data platform. Org-scoped routes take the X-Org-Id header. Every error is an RFC 9457 problem (`application/problem+json`).',
+      // No license is granted (package.json is private and names none): said outright rather than left
+      // out, as npm's UNLICENSED (an SPDX LicenseRef, as SPDX has no id for it). Change when one is chosen.
+      license: { name: 'UNLICENSED', identifier: 'LicenseRef-UNLICENSED' },
+    },
+    // PUBLIC_URL when set; else relative, so the description serves whichever host delivered it.
+    servers: [{ url: serverUrl ?? '/' }],
     tags,
   });
   markRequiredParameters(document as never, routes);

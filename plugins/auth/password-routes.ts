@@ -51,6 +51,8 @@ export function passwordRoutes({ users, sessions, mail, config, logger }: AuthSe
       method: 'post',
       path: '/change-password',
       summary: 'Change your own password (clears must_reset_password); answers a fresh access token',
+      description:
+        'Checks the old password (400 naming `old_password` when wrong) and the new one\'s strength (400 when weak or equal to the old one). Every earlier JWT of the user, the caller\'s included, stops working: use the access token in the answer from now on. Audited as `auth.password.change`, failures too.',
       security: 'bearer',
       allowDuringPasswordChange: true,
       request: { body: z.object({ old_password: z.string().min(1), new_password: z.string().min(1) }) },
@@ -72,6 +74,8 @@ export function passwordRoutes({ users, sessions, mail, config, logger }: AuthSe
       method: 'post',
       path: '/forgot-password',
       summary: 'E-mail a one-time reset token; answers the same whether or not the address is known',
+      description:
+        'Always answers 202 with the same body, whether or not the address belongs to an account, and in the same time: the lookup and the mail happen after the answer. An active account gets a one-time token valid RESET_TOKEN_TTL_MINUTES, to redeem with POST /api/auth/reset-password. Audited as `auth.password.forgot`.',
       security: 'none',
       request: { body: z.object({ email: z.string().min(3).max(320) }) },
       responses: { 202: { description: 'Accepted', schema: s.statusMessageSchema } },
@@ -91,6 +95,8 @@ export function passwordRoutes({ users, sessions, mail, config, logger }: AuthSe
       method: 'post',
       path: '/reset-password',
       summary: 'Redeem a reset token: set a new password and get a fresh access token',
+      description:
+        'The token from the forgot-password mail is single-use and expires; an unknown, used or expired token is a 400 naming `token`. A weak new password is refused before the token is spent. Ends every earlier JWT of the user and clears `must_reset_password`; audited as `auth.password.reset`.',
       security: 'none',
       request: { body: z.object({ token: z.string().min(1).max(200), new_password: z.string().min(1) }) },
       responses: { 200: { description: 'A fresh access token', schema: s.accessTokenSchema } },

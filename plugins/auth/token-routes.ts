@@ -23,6 +23,8 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       method: 'post',
       path: '/tokens',
       summary: 'Mint a personal access token (the secret is shown once)',
+      description:
+        'A personal access token (`svc_…`) works like a JWT in `Authorization: Bearer` until it expires or is revoked. `scopes` narrows it to some of your capabilities (GET /api/auth/scopes lists the names; unknown ones or ones you do not hold are a 400); without scopes it carries all of yours. The secret is answered only here: store it. At most PAT_MAX_PER_USER active tokens per user (409). A scoped token cannot manage tokens (403).',
       security: 'bearer',
       request: {
         body: z.object({
@@ -49,6 +51,8 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       method: 'get',
       path: '/tokens',
       summary: 'Your tokens, without secrets',
+      description:
+        'The caller\'s personal access tokens, revoked and expired ones included, with their scopes, expiry and last use; never their secrets. A scoped token cannot list tokens (403).',
       security: 'bearer',
       responses: { 200: { description: 'Token metadata', schema: z.array(s.tokenInfoSchema) } },
       handler: ({ principal }) => {
@@ -60,6 +64,8 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       method: 'delete',
       path: '/tokens/{id}',
       summary: 'Revoke one of your tokens',
+      description:
+        'Revocation takes effect on the next request made with the token. Only your own tokens: another user\'s is a 404. A scoped token cannot revoke tokens (403).',
       security: 'bearer',
       allowDuringPasswordChange: true, // logging out, for a token's holder
       request: { params: s.idParam('id') },
@@ -75,6 +81,8 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       method: 'get',
       path: '/tokens/admin',
       summary: 'Every token of the members whose home organization this is (org.admin)',
+      description:
+        'For organization admins: the tokens of the users whose home (default) organization is the current one, without secrets, so a leaked or forgotten token can be found and revoked.',
       security: 'bearer',
       capability: 'org.admin',
       orgScoped: true,
@@ -85,6 +93,8 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       method: 'delete',
       path: '/tokens/admin/{id}',
       summary: 'Revoke any token of a member whose home organization this is (org.admin)',
+      description:
+        'For organization admins: revokes a token of a user whose home organization is the current one; any other token is a 404. Takes effect on the token\'s next request.',
       security: 'bearer',
       capability: 'org.admin',
       orgScoped: true,
@@ -100,6 +110,8 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       method: 'get',
       path: '/scopes',
       summary: 'Valid scope names for tokens: the capabilities loaded plugins define',
+      description:
+        'The capabilities of the loaded plugins with their descriptions: the names POST /api/auth/tokens accepts in `scopes`. Changes when plugins are loaded or unloaded.',
       security: 'bearer',
       responses: {
         200: {

@@ -104,6 +104,8 @@ export default definePlugin({
           method: 'get',
           path: '/types',
           summary: 'Connector types of the loaded connector plugins, with their config and action schemas',
+          description:
+            'Each type a loaded connector plugin offers, with the JSON Schema of its config and of each action\'s arguments: what POST /api/connectors and the action route accept. Only types of plugins enabled in the current organization.',
           capability: 'connectors.read',
           responses: { 200: { description: 'Types', schema: z.array(typeSchema) } },
           handler: async ({ orgId }) =>
@@ -124,6 +126,8 @@ export default definePlugin({
           method: 'post',
           path: '',
           summary: 'Create a connector (secrets in its config are encrypted at rest and never answered)',
+          description:
+            'The config is checked against its type\'s schema (400 naming each field); an unknown type is a 400; names are unique in the organization (409). Secret fields are encrypted at rest and answered masked, never in clear.',
           capability: 'connectors.manage',
           request: { body: z.object({ name: z.string().trim().min(1).max(200), type: z.string().min(1), config: z.record(z.string(), z.unknown()) }) },
           responses: { 201: { description: 'The connector', schema: connectorSchema } },
@@ -140,6 +144,8 @@ export default definePlugin({
           method: 'get',
           path: '',
           summary: 'Connectors of the current organization',
+          description:
+            'Every connector of the current organization, its secrets masked.',
           capability: 'connectors.read',
           responses: { 200: { description: 'Connectors', schema: z.array(connectorSchema) } },
           handler: async ({ orgId }) => (await store.list(orgId)).map(answer),
@@ -149,6 +155,8 @@ export default definePlugin({
           method: 'get',
           path: '/{id}',
           summary: 'One connector',
+          description:
+            'A connector of the current organization with its config, secrets masked. A connector of another organization is a 404.',
           capability: 'connectors.read',
           request: { params: idParams },
           responses: { 200: { description: 'The connector', schema: connectorSchema } },
@@ -159,6 +167,8 @@ export default definePlugin({
           method: 'patch',
           path: '/{id}',
           summary: 'Rename a connector or replace its config (a secret sent back as the mask is kept, unless a target field such as a URL or host changes: then secrets must be given again)',
+          description:
+            'A new config is checked against the type\'s schema (400). Sending a secret back as its mask keeps the stored secret, unless a field that says where the secret goes (a URL, a host) changes: then every secret must be given again. A connector whose type\'s plugin is no longer offered here is a 409.',
           capability: 'connectors.manage',
           request: {
             params: idParams,
@@ -180,6 +190,8 @@ export default definePlugin({
           method: 'delete',
           path: '/{id}',
           summary: 'Delete a connector',
+          description:
+            'Deletes the connector and its encrypted secrets. Cannot be undone.',
           capability: 'connectors.manage',
           request: { params: idParams },
           responses: { 204: { description: 'Deleted' } },
@@ -194,6 +206,8 @@ export default definePlugin({
           method: 'post',
           path: '/{id}/test',
           summary: 'Check that the connector\u2019s peer answers',
+          description:
+            'Asks the connector\'s type to reach its peer with the stored config and answers whether it worked and why not, as `ok` and `message`: a failed check is a 200 with `ok: false`, not an error.',
           capability: 'connectors.use',
           request: { params: idParams },
           responses: { 200: { description: 'The outcome', schema: z.object({ ok: z.boolean(), message: z.string() }) } },
@@ -214,6 +228,8 @@ export default definePlugin({
           method: 'post',
           path: '/{id}/actions/{action}',
           summary: 'Run an action of a connector (e.g. send_message); a failed remote call answers the remote status, without retry',
+          description:
+            'Runs one of the type\'s actions (GET /api/connectors/types lists them; an unknown action is a 404) with arguments checked against its schema (400). The call is made once, without retry: a peer\'s error answer is passed on with the peer\'s status, a peer that cannot be reached is a 502, and a destination the outbound policy refuses is a 422.',
           capability: 'connectors.use',
           request: { params: z.object({ id: s.pathId, action: z.string().min(1) }), body: z.record(z.string(), z.unknown()) },
           responses: { 200: { description: 'What the peer answered', schema: z.object({ result: z.unknown() }) } },

@@ -12,6 +12,8 @@ export default definePlugin({
         method: 'post',
         path: '',
         summary: 'Receive a browser CSP violation report (logged, not stored)',
+        description:
+          'Target of the pages\' Content-Security-Policy `report-uri`: browsers post violation reports here without credentials. Each report is logged as a warning for operators and nothing is stored; answers 204.',
         security: 'none',
         request: {
           body: z.union([z.record(z.string(), z.unknown()), z.array(z.unknown())]).describe('A report-uri (csp-report) or Reporting API (reports+json) payload'),

@@ -213,6 +213,8 @@ export default definePlugin({
           method: 'post',
           path: '/rules',
           summary: 'Create a rule on a dataset',
+          description:
+            'A rule checks a dataset column (not null, unique, range, pattern, accepted values, freshness, a row condition…), evaluated in the database when run. Parameters are checked for the rule\'s type (400); a column the dataset lacks or of the wrong type is a 422; a rule on a PII column needs `datasets.pii.read` (403).',
           capability: 'datasets.write',
           request: { body: z.object({ dataset_id: z.number().int().positive(), ...ruleFields }) },
           responses: { 201: { description: 'The rule', schema: ruleSchema } },
@@ -230,6 +232,8 @@ export default definePlugin({
           method: 'get',
           path: '/rules',
           summary: 'Rules of the organization, or of one dataset',
+          description:
+            'Every rule of the current organization, or only those of the dataset named by the `dataset_id` query parameter.',
           capability: 'datasets.read',
           request: { query: z.object({ dataset_id: s.pathId.optional() }) },
           responses: { 200: { description: 'Rules', schema: z.array(ruleSchema) } },
@@ -240,6 +244,8 @@ export default definePlugin({
           method: 'get',
           path: '/rules/{id}',
           summary: 'One rule',
+          description:
+            'A rule of the current organization with its parameters, severity and whether it is enabled. A rule of another organization is a 404.',
           capability: 'datasets.read',
           request: { params: idParams },
           responses: { 200: { description: 'The rule', schema: ruleSchema } },
@@ -250,6 +256,8 @@ export default definePlugin({
           method: 'patch',
           path: '/rules/{id}',
           summary: 'Rename a rule, change its parameters, severity or enabled flag (its type stays)',
+          description:
+            'New parameters are checked as on creation (400, 422, 403 for a PII column). A rule\'s type never changes: create another rule instead.',
           capability: 'datasets.write',
           request: {
             params: idParams,
@@ -275,6 +283,8 @@ export default definePlugin({
           method: 'delete',
           path: '/rules/{id}',
           summary: 'Delete a rule and its history',
+          description:
+            'Deletes the rule and every recorded run of it. Cannot be undone.',
           capability: 'datasets.write',
           request: { params: idParams },
           responses: { 204: { description: 'Deleted' } },
@@ -289,6 +299,8 @@ export default definePlugin({
           method: 'post',
           path: '/rules/{id}/run',
           summary: 'Run one rule now',
+          description:
+            'Evaluates the rule against the dataset\'s current rows in the database and records the run: passed or failed with the number of failing rows, or errored with the reason. Running a rule only reads the dataset, hence `datasets.read`.',
           capability: 'datasets.read',
           request: { params: idParams },
           responses: { 200: { description: 'The run', schema: runSchema } },

@@ -48,6 +48,8 @@ export function contractRoutes({ store, contracts, operations }: { store: Datase
       method: 'get',
       path: '/{id}/contract',
       summary: 'The current schema contract of a dataset',
+      description:
+        'The newest captured contract: the columns and types the dataset promised its consumers. A dataset without a contract is a 404 (capture one with POST /api/datasets/{id}/contract).',
       capability: 'datasets.read',
       request: { params: idParams },
       responses: { 200: { description: 'The current contract', schema: contractSchema } },
@@ -62,6 +64,8 @@ export function contractRoutes({ store, contracts, operations }: { store: Datase
       method: 'get',
       path: '/{id}/contract/history',
       summary: 'Every contract version of a dataset, newest first',
+      description:
+        'Every captured contract version, newest first, so a consumer can see how the promised schema changed over time.',
       capability: 'datasets.read',
       request: { params: idParams },
       responses: { 200: { description: 'Contracts', schema: z.array(contractSchema) } },
@@ -72,6 +76,8 @@ export function contractRoutes({ store, contracts, operations }: { store: Datase
       method: 'post',
       path: '/{id}/contract',
       summary: 'Capture the live schema as the new current contract (a new version; history kept)',
+      description:
+        'Records the dataset\'s current columns as a new contract version; earlier versions stay in the history. Drift is measured against the newest version.',
       capability: 'datasets.write',
       request: { params: idParams },
       responses: { 201: { description: 'The new current contract', schema: contractSchema } },
@@ -86,6 +92,8 @@ export function contractRoutes({ store, contracts, operations }: { store: Datase
       method: 'get',
       path: '/{id}/drift',
       summary: 'Drift of the live schema from the current contract: each change, additive or breaking',
+      description:
+        'Compares the live schema with the current contract, column by column: additions are additive, removals and type changes are breaking. Without a contract there is nothing to compare (404).',
       capability: 'datasets.read',
       request: { params: idParams },
       responses: { 200: { description: 'The drift', schema: driftSchema } },

@@ -24,6 +24,8 @@ export function policyRoutes({ store, policies }: { store: DatasetStore; policie
       method: 'get',
       path: '/{id}/row-policies',
       summary: 'Row policies of a dataset',
+      description:
+        'Each policy names a group and the filters its members\' row reads are limited to. For organization admins.',
       capability: 'org.admin',
       request: { params: s.idParam('id') },
       responses: { 200: { description: 'Policies', schema: z.array(policySchema) } },
@@ -53,6 +55,8 @@ export function policyRoutes({ store, policies }: { store: DatasetStore; policie
       method: 'delete',
       path: '/{id}/row-policies/{policy_id}',
       summary: 'Remove a row policy',
+      description:
+        'The group\'s members see the dataset\'s rows unfiltered again, unless another policy applies to them. A policy of another dataset is a 404.',
       capability: 'org.admin',
       request: { params: z.object({ id: s.pathId, policy_id: s.pathId }) },
       responses: { 204: { description: 'Removed' } },

@@ -58,6 +58,8 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, even
       method: 'post',
       path: '',
       summary: 'Create a dataset in a project (with a schema, or empty until its first upload)',
+      description:
+        'The dataset is a real table in the organization\'s storage. Give `columns` to declare its schema now, or none to take it from the first CSV upload. Names are unique in the organization (409).',
       capability: 'datasets.write',
       request: { body: z.object({ name: datasetName, project_id: z.number().int().positive(), description: z.string().max(5000).nullable().optional(), columns: columnsInput.default([]) }) },
       responses: { 201: { description: 'The dataset', schema: datasetSchema } },
@@ -72,6 +74,8 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, even
       method: 'get',
       path: '',
       summary: 'Datasets of the current organization, paged, with search',
+      description:
+        'Datasets of the current organization with their schema and row counts; `q` searches by name, `limit` and `offset` page.',
       capability: 'datasets.read',
       request: {
         query: z.object({
@@ -92,6 +96,8 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, even
       method: 'get',
       path: '/{id}',
       summary: 'One dataset: schema, row count, version',
+      description:
+        'The dataset\'s columns (name, type, description, PII flag), row count and version; the version grows with every change of data or schema. A dataset of another organization is a 404.',
       capability: 'datasets.read',
       request: { params: idParams },
       responses: { 200: { description: 'The dataset', schema: datasetSchema } },
@@ -102,6 +108,8 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, even
       method: 'patch',
       path: '/{id}',
       summary: 'Rename a dataset, change descriptions or PII flags (column names and types stay)',
+      description:
+        'Renames the dataset, changes its description and column descriptions, and sets PII flags (an unknown column is a 400). Clearing a PII flag needs `datasets.pii.read` (403). Column names and types never change here.',
       capability: 'datasets.write',
       request: {
         params: idParams,
@@ -149,6 +157,8 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, even
       method: 'delete',
       path: '/{id}',
       summary: 'Delete a dataset and its data',
+      description:
+        'Drops the dataset\'s table and its data. Cannot be undone.',
       capability: 'datasets.write',
       request: { params: idParams },
       responses: { 204: { description: 'Deleted' } },
@@ -173,7 +183,10 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, even
         query: z.object({ mode: z.enum(['append', 'replace']).default('append') }),
         stream: { contentTypes: UPLOAD_TYPES, description: 'A CSV file with a header line (UTF-8)' },
       },
-      responses: { 200: { description: 'The dataset after the load', schema: loadResultSchema } },
+      responses: {
+        200: { description: 'The dataset after the load', schema: loadResultSchema },
+        413: { description: 'The upload is larger than DATASET_UPLOAD_LIMIT; nothing was loaded' },
+      },
       handler: async ({ params, query, orgId, koa, audit }) => {
         const dataset = await store.get(orgId, params.id);
         const records = readCsv(await uploadedFile(koa), uploadLimitBytes, csvLimits);
@@ -194,6 +207,8 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, even
       method: 'post',
       path: '/{id}/rows',
       summary: 'Append rows given as a JSON array of objects, all or nothing',
+      description:
+        'Each row is an object keyed by column name; values are converted to the column types. One bad row (an unknown column, a value of the wrong type) refuses the whole batch with a 422 naming the row and column; a dataset with no columns yet is a 422 too.',
       capability: 'datasets.write',
       request: { params: idParams, body: z.array(z.record(z.string(), z.unknown())).min(1).max(10_000) },
       responses: { 200: { description: 'The dataset after the load', schema: loadResultSchema } },
@@ -245,6 +260,8 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, even
       method: 'get',
       path: '/{id}/export',
       summary: 'Export every row as CSV or JSON, streamed',
+      description:
+        'Streams every row the caller may see (the row policies of their groups apply) as CSV with a header line (`format=csv`, the default) or as a JSON array of objects (`format=json`), with a Content-Disposition file name. Audited as `dataset.export`.',
       capability: 'datasets.read',
       request: { params: idParams, query: z.object({ format: z.enum(['csv', 'json']).default('csv') }) },
       responses: {

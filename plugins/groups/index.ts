@@ -30,6 +30,8 @@ export default definePlugin({
           method: 'post',
           path: '',
           summary: 'Create a group in the current organization (org.admin)',
+          description:
+            'A group gives its members capabilities in this organization, on top of their role. Capability names must exist (400; GET /api/auth/scopes lists them) and be ones a group may carry (400); group names are unique in the organization (409).',
           capability: 'org.admin',
           request: { body: z.object({ name: z.string().trim().min(1).max(200), description: z.string().max(2000).nullable().optional(), capabilities: capabilityList.default([]) }) },
           responses: { 201: { description: 'The group', schema: s.groupSchema } },
@@ -45,6 +47,8 @@ export default definePlugin({
           method: 'get',
           path: '',
           summary: 'Groups of the current organization',
+          description:
+            'Every group of the current organization with the capabilities it grants.',
           capability: 'groups.read',
           responses: { 200: { description: 'Groups', schema: z.array(s.groupSchema) } },
           handler: ({ orgId }) => groups.list(orgId),
@@ -54,6 +58,8 @@ export default definePlugin({
           method: 'get',
           path: '/{id}',
           summary: 'One group',
+          description:
+            'A group of the current organization with its capabilities. A group of another organization is a 404.',
           capability: 'groups.read',
           request: { params: groupIdParams },
           responses: { 200: { description: 'The group', schema: s.groupSchema } },
@@ -64,6 +70,8 @@ export default definePlugin({
           method: 'patch',
           path: '/{id}',
           summary: 'Rename a group or replace its capabilities (org.admin)',
+          description:
+            'The capability list given replaces the old one, checked as on creation (400). Members\' effective capabilities change on their next request.',
           capability: 'org.admin',
           request: {
             params: groupIdParams,
@@ -90,6 +98,8 @@ export default definePlugin({
           method: 'delete',
           path: '/{id}',
           summary: 'Delete a group (org.admin)',
+          description:
+            'Deletes the group and its memberships: its members lose the capabilities it gave from their next request.',
           capability: 'org.admin',
           request: { params: groupIdParams },
           responses: { 204: { description: 'Deleted' } },
@@ -105,6 +115,8 @@ export default definePlugin({
           method: 'get',
           path: '/{id}/members',
           summary: 'Members of a group',
+          description:
+            'The users in the group, with their usernames.',
           capability: 'groups.read',
           request: { params: groupIdParams },
           responses: { 200: { description: 'Members', schema: z.array(z.object({ user_id: z.number().int(), username: z.string() })) } },
@@ -115,6 +127,8 @@ export default definePlugin({
           method: 'post',
           path: '/{id}/members',
           summary: 'Add a member of the organization to a group (org.admin)',
+          description:
+            'The user must be a member of the organization; one already in the group is a 409. They gain the group\'s capabilities on their next request.',
           capability: 'org.admin',
           request: { params: groupIdParams, body: z.object({ user_id: z.number().int().positive() }) },
           responses: { 201: { description: 'Added', schema: z.object({ group_id: z.number().int(), user_id: z.number().int() }) } },
@@ -129,6 +143,8 @@ export default definePlugin({
           method: 'delete',
           path: '/{id}/members/{user_id}',
           summary: 'Remove a member from a group (org.admin)',
+          description:
+            'The user loses the capabilities this group gave on their next request; other groups and their role are untouched.',
           capability: 'org.admin',
           request: { params: memberParams },
           responses: { 204: { description: 'Removed' } },

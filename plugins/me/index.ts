@@ -26,6 +26,8 @@ export default definePlugin({
         method: 'get',
         path: '',
         summary: 'The current user, organizations, groups, current organization and effective capabilities',
+        description:
+          'What a client needs after signing in: who you are, the organizations you belong to (ids for `X-Org-Id`), your groups, the current organization (X-Org-Id, else your default one) and the capabilities you hold there, from your role and groups, narrowed by the token\'s scopes.',
         security: 'bearer',
         allowDuringPasswordChange: true,
         responses: { 200: { description: 'You', schema: meSchema } },

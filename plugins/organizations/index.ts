@@ -28,6 +28,8 @@ export default definePlugin({
           method: 'post',
           path: '',
           summary: 'Create an organization (platform admins); the creator becomes a member',
+          description:
+            'Creates a tenant: its datasets, projects, groups and connectors are apart from every other organization\'s. The creator becomes a member.',
           security: 'bearer',
           capability: 'organizations.create',
           request: { body: z.object({ name: z.string().trim().min(1).max(200) }) },
@@ -42,6 +44,8 @@ export default definePlugin({
           method: 'get',
           path: '',
           summary: 'Organizations you belong to',
+          description:
+            'The caller\'s organizations (all of them for a platform admin); each id is a value for the `X-Org-Id` header.',
           security: 'bearer',
           responses: { 200: { description: 'Organizations', schema: z.array(s.organizationSchema) } },
           handler: ({ principal }) => organizations.list(principal.userId),
@@ -50,6 +54,8 @@ export default definePlugin({
           method: 'get',
           path: '/{id}',
           summary: 'One organization you belong to',
+          description:
+            'An organization the caller is a member of (any for a platform admin). Any other id is a 404, whether it exists or not.',
           security: 'bearer',
           request: { params: orgIdParams },
           responses: { 200: { description: 'The organization', schema: s.organizationSchema } },
@@ -59,6 +65,8 @@ export default definePlugin({
           method: 'get',
           path: '/{id}/members',
           summary: 'Members of an organization you belong to',
+          description:
+            'The users who are members of the organization, with their role. An organization the caller is not a member of is a 404.',
           security: 'bearer',
           request: { params: orgIdParams },
           responses: { 200: { description: 'Members', schema: z.array(memberSchema) } },
@@ -71,6 +79,8 @@ export default definePlugin({
           method: 'post',
           path: '/{id}/members',
           summary: 'Add a member (org.admin of that organization: a user whose home organization it is; platform admins: any user)',
+          description:
+            'Needs `org.admin` in that organization (403). An organization admin may add users whose home organization it is; a platform admin any user. Adding an existing member is a 409.',
           security: 'bearer',
           request: { params: orgIdParams, body: z.object({ user_id: z.number().int().positive() }) },
           responses: { 201: { description: 'Added', schema: z.object({ org_id: z.number().int(), user_id: z.number().int() }) } },
@@ -86,6 +96,8 @@ export default definePlugin({
           method: 'delete',
           path: '/{id}/members/{user_id}',
           summary: 'Remove a member, and their groups there (org.admin of that organization)',
+          description:
+            'Needs `org.admin` in that organization (403). The user\'s group memberships there go too, and their next request in that organization is refused.',
           security: 'bearer',
           request: { params: z.object({ id: s.pathId, user_id: s.pathId }) },
           responses: { 204: { description: 'Removed' } },

@@ -9,6 +9,8 @@ export function pluginRoutes(registry: PluginRegistryService) {
       method: 'get',
       path: '',
       summary: 'List plugins with their state (loaded, failed with the reason, or disabled)',
+      description:
+        'Every plugin the manifests declare: loaded (with its version and routes\' prefix), failed with the reason and its code, or disabled in its manifest. Platform view, for operators.',
       security: 'bearer',
       capability: 'plugins.read',
       responses: { 200: { description: 'Every plugin the manifests declare', schema: z.array(pluginStatusSchema) } },
@@ -30,6 +32,8 @@ export function pluginRoutes(registry: PluginRegistryService) {
       method: 'get',
       path: '/{id}',
       summary: 'One plugin and its state',
+      description:
+        'A plugin\'s manifest data and state, including the last reload error when the newest reload failed and the previous version kept serving. An unknown id is a 404.',
       security: 'bearer',
       capability: 'plugins.read',
       request: { params: pluginIdParams },

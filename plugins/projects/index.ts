@@ -45,6 +45,8 @@ export default definePlugin({
           method: 'post',
           path: '',
           summary: 'Create a project in the current organization',
+          description:
+            'A project groups datasets, imports and flows. Its `key` (short, upper-case) is unique in the organization (409) and never changes.',
           capability: 'projects.write',
           request: { body: z.object({ key: projectKey, name: z.string().trim().min(1).max(200), description: z.string().max(5000).nullable().optional() }) },
           responses: { 201: { description: 'The project', schema: projectSchema } },
@@ -59,6 +61,8 @@ export default definePlugin({
           method: 'get',
           path: '',
           summary: 'Projects of the current organization, paged, with search on key and name',
+          description:
+            'Projects of the current organization, paged with `limit` and `offset`; `q` searches key and name.',
           capability: 'projects.read',
           request: {
             query: z.object({
@@ -77,6 +81,8 @@ export default definePlugin({
           method: 'get',
           path: '/{id}',
           summary: 'One project',
+          description:
+            'A project of the current organization. A project of another organization is a 404.',
           capability: 'projects.read',
           request: { params: idParams },
           responses: { 200: { description: 'The project', schema: projectSchema } },
@@ -87,6 +93,8 @@ export default definePlugin({
           method: 'patch',
           path: '/{id}',
           summary: 'Rename a project or change its description (the key never changes)',
+          description:
+            'Changes the name or description; the key is fixed at creation.',
           capability: 'projects.write',
           request: {
             params: idParams,
@@ -106,6 +114,8 @@ export default definePlugin({
           method: 'delete',
           path: '/{id}',
           summary: 'Delete a project',
+          description:
+            'Only an empty project can be deleted: one that still holds datasets or other content is a 409 saying what is left.',
           capability: 'projects.write',
           request: { params: idParams },
           responses: { 204: { description: 'Deleted' } },

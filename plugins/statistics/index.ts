@@ -154,6 +154,8 @@ export default definePlugin({
           method: 'get',
           path: '/datasets/{id}',
           summary: 'Profile of a dataset: per column counts, nulls, distinct, range, mean, stddev, quartiles, top values, histogram',
+          description:
+            'Computed in the database over every row and cached per dataset version: a repeat call is answered from the cache until the data changes. Per column: counts, nulls, distinct values and, by type, range, mean, standard deviation, quartiles, top values and a histogram. PII columns need `datasets.pii.read` to be profiled.',
           request: { params: s.idParam('id') },
           responses: { 200: { description: 'The profile', schema: datasetProfileSchema } },
           handler: ({ params, orgId, principal }) => view(orgId, params.id, principal),
@@ -163,6 +165,8 @@ export default definePlugin({
           method: 'get',
           path: '/datasets/{id}/columns/{column}',
           summary: 'Profile of one column',
+          description:
+            'The profile of a single column, computed and cached as the dataset profile is. A column the dataset lacks is a 404.',
           request: { params: z.object({ id: s.pathId, column: z.string().min(1) }) },
           responses: { 200: { description: 'The column profile', schema: columnProfileSchema } },
           handler: async ({ params, orgId, principal }) => {

@@ -34,6 +34,8 @@ export default definePlugin({
           method: 'post',
           path: '',
           summary: 'Create a user (without a password, a temporary one is e-mailed)',
+          description:
+            'Creates an account with a role and a default (home) organization (422 when it does not exist). Without a password, a temporary one is e-mailed. Either way the user gets `must_reset_password` and should change it at first sign-in. Usernames and e-mail addresses are unique (409).',
           security: 'bearer',
           capability: 'users.manage',
           request: {
@@ -61,6 +63,8 @@ export default definePlugin({
           method: 'get',
           path: '',
           summary: 'List users, paged',
+          description:
+            'Every user account of the platform, active or not, paged with `limit` and `offset`. For platform admins (`users.manage`).',
           security: 'bearer',
           capability: 'users.manage',
           request: { query: pageQuery },
@@ -76,6 +80,8 @@ export default definePlugin({
           method: 'get',
           path: '/{user_id}',
           summary: 'One user',
+          description:
+            'A user account: username, e-mail, role, default organization, active flag and `must_reset_password`. Never the password hash.',
           security: 'bearer',
           capability: 'users.manage',
           request: { params: userIdParams },
@@ -86,6 +92,8 @@ export default definePlugin({
           method: 'patch',
           path: '/{user_id}',
           summary: 'Change role, e-mail, default organization or (re)activate',
+          description:
+            'Changes only the fields given. A default organization must exist (422). You cannot change your own role or deactivate yourself (409). Deactivating ends the user\'s sessions and tokens at once.',
           security: 'bearer',
           capability: 'users.manage',
           request: {
@@ -112,6 +120,8 @@ export default definePlugin({
           method: 'delete',
           path: '/{user_id}',
           summary: 'Deactivate a user: their JWTs and tokens stop working at once',
+          description:
+            'The account is kept but can no longer sign in, and its JWTs and personal access tokens are refused from the next request. Reactivate with PATCH. You cannot deactivate yourself (409).',
           security: 'bearer',
           capability: 'users.manage',
           request: { params: userIdParams },
@@ -129,6 +139,8 @@ export default definePlugin({
           method: 'post',
           path: '/{user_id}/reset-password',
           summary: 'Reset a user\u2019s password: a temporary one is e-mailed and must be changed',
+          description:
+            'Sets a new temporary password, e-mails it to the user and sets `must_reset_password`, so the user must choose a new one after signing in.',
           security: 'bearer',
           capability: 'users.manage',
           request: { params: userIdParams },

@@ -169,6 +169,12 @@ describe.each(DIALECTS)('data API keys through a plugin\u2019s authenticator (%s
     keyB = await mint({ name: 'theirs', capabilities: ['keyring.probe'] }, outsiderToken);
   });
 
+  it('describes the apiKey scheme once a route takes a key, and its routes with it', async () => {
+    const doc = (await t.request('GET', '/openapi.json', { token: null })).body;
+    expect(doc.components.securitySchemes.apiKey).toMatchObject({ type: 'apiKey', in: 'header', name: 'X-API-Key' });
+    expect(doc.paths['/api/keyring/whoami'].get.security).toEqual([{ apiKey: [] }]);
+  });
+
   it('lets a valid key reach the route as an api_key principal of its organization', async () => {
     const res = await t.request('GET', '/api/keyring/whoami', withKey(keyA.key));
     expect(res.status, res.text).toBe(200);
