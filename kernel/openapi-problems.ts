@@ -45,6 +45,7 @@ export function derivedProblems(path: string, route: RouteDefinition): Map<numbe
   if (secured) add(401, route.security === 'apiKey' ? 'missing or invalid API key' : 'missing, invalid or expired bearer token');
   if (route.capability) add(403, `the caller lacks the capability \`${route.capability}\``);
   if (route.orgScoped) add(403, 'the organization does not exist or the caller is not a member');
+  if (route.security === 'bearer' && !route.allowDuringPasswordChange) add(403, 'the caller must first change a temporary password (`code` `password_change_required`; only with REQUIRE_PASSWORD_CHANGE)');
   if (hasPathParameter) add(404, 'nothing exists under the given path parameter (or the caller may not see it)');
   if (inOrganization) add(404, 'the plugin is not enabled in the organization');
   if (request?.body) add(413, `the body is larger than the limit (${request.bodyLimit ?? 'BODY_LIMIT'})`);

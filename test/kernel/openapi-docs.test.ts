@@ -33,7 +33,7 @@ const PROBE_ROUTES: {
     path: '/api/probe/echo',
     params: [{ name: 'mode', in: 'query', required: false }],
     body: ['name', 'count'],
-    responses: ['201', '400', '401', '413', '415', '429', '503', 'default'],
+    responses: ['201', '400', '401', '403', '413', '415', '429', '503', 'default'],
     security: 'bearer',
   },
   { method: 'get', path: '/api/probe/items/{item_id}', params: [{ name: 'item_id', in: 'path', required: true }], responses: ['200', '400', '404', '429', '503', 'default'], security: 'none' },
