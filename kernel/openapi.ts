@@ -27,8 +27,8 @@ export function buildOpenApiDocument(routes: MountedRoute[], serverUrl?: string)
     for (const [status, response] of Object.entries(route.responses)) {
       responses[status] = response.schema
         ? { description: response.description, content: { 'application/json': { schema: response.schema } } }
-        : response.contentType
-          ? { description: response.description, content: { [response.contentType]: { schema: z.string() } } }
+        : response.content
+          ? { description: response.description, content: Object.fromEntries(Object.entries(response.content).map(([type, schema]) => [type, { schema }])) }
           : Number(status) >= 400
             ? problemResponse(response.description)
             : { description: response.description };
@@ -57,7 +57,7 @@ export function buildOpenApiDocument(routes: MountedRoute[], serverUrl?: string)
             ? {
                 required: true,
                 description: route.request.stream.description,
-                content: Object.fromEntries(route.request.stream.contentTypes.map((type: string) => [type, { schema: z.string().meta({ format: 'binary' }) }])),
+                content: Object.fromEntries(route.request.stream.contentTypes.map((type: string) => [type, route.request!.stream!.schemas?.[type] ?? { schema: z.string().meta({ format: 'binary' }) }])),
               }
             : undefined,
       },

@@ -20,17 +20,27 @@ export interface RouteRequestSchemas {
   bodyLimit?: string;
   /**
    * A body the handler streams itself (uploads): not parsed by the kernel, which only checks the
-   * media type (415 otherwise). Described in OpenAPI as binary content of these types.
+   * media type (415 otherwise). Described in OpenAPI as binary content of these types, unless
+   * `schemas` describes a type's body (a multipart form's fields and their encoding).
    */
-  stream?: { contentTypes: string[]; description: string };
+  stream?: { contentTypes: string[]; description: string; schemas?: Record<string, StreamedMediaType> };
+}
+
+/** One media type of a streamed body: its schema and, for a form, how each field is encoded (OpenAPI Encoding Object). */
+export interface StreamedMediaType {
+  schema: ZodType;
+  encoding?: Record<string, { contentType?: string; headers?: Record<string, unknown> }>;
 }
 
 export interface RouteResponse {
   description: string;
   /** JSON body schema; omit for empty answers (204) or non-JSON bodies. */
   schema?: ZodType;
-  /** Media type of the body when it is not JSON (e.g. `text/csv`). */
-  contentType?: string;
+  /**
+   * The body's schema per media type, for an answer that is not (only) JSON: e.g. an export that
+   * answers `text/csv` or `application/json` as asked. Used instead of `schema`.
+   */
+  content?: Record<string, ZodType>;
 }
 
 export type { Principal, UserPrincipal, ApiKeyPrincipal, RunPrincipal } from './auth/principal.ts';

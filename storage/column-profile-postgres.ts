@@ -1,5 +1,5 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import { alias, bucketOf, histogramOf, PROFILE_TOP_VALUES, profileInSteps, type ColumnStatistics, type ProfiledColumn } from './column-profile.ts';
+import { alias, bucketOf, histogramEdges, histogramOf, PROFILE_TOP_VALUES, profileInSteps, type ColumnStatistics, type ProfiledColumn } from './column-profile.ts';
 import type { DataColumn } from './data-tables.ts';
 
 type Summary = Pick<ColumnStatistics, 'count' | 'distinct' | 'min' | 'max' | 'mean' | 'stddev' | 'quartiles'>;
@@ -57,9 +57,9 @@ async function topValues(db: Kysely<any>, source: RawBuilder<unknown>, { ref, co
 
 async function histogram(db: Kysely<any>, source: RawBuilder<unknown>, { ref, asDouble, numeric }: ProfiledColumn, summary: Summary): Promise<ColumnStatistics['histogram']> {
   if (!numeric || summary.count === 0) return null;
-  const [min, max] = [Number(summary.min), Number(summary.max)];
-  const { rows } = await sql<{ b: unknown; c: unknown }>`select ${bucketOf(asDouble, min, max)} as b, count(*) as c from ${source} where ${ref} is not null group by 1`.execute(db);
-  return histogramOf(min, max, new Map(rows.map((r) => [Number(r.b), Number(r.c)])));
+  const edges = histogramEdges(Number(summary.min), Number(summary.max));
+  const { rows } = await sql<{ b: unknown; c: unknown }>`select ${bucketOf(asDouble, edges)} as b, count(*) as c from ${source} where ${ref} is not null group by 1`.execute(db);
+  return histogramOf(edges, new Map(rows.map((r) => [Number(r.b), Number(r.c)])));
 }
 
 /** `DataTables.profile` on Postgres: per column, one statement summarizes it, then one its top values and one its histogram. */

@@ -1,5 +1,5 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import { alias, bucketOf, histogramOf, PROFILE_TOP_VALUES, profileInSteps, quartileRanks, type ColumnStatistics, type ProfiledColumn } from './column-profile.ts';
+import { alias, bucketOf, histogramEdges, histogramOf, PROFILE_TOP_VALUES, profileInSteps, quartileRanks, type ColumnStatistics, type ProfiledColumn } from './column-profile.ts';
 import type { DataColumn } from './data-tables.ts';
 
 type Summary = Pick<ColumnStatistics, 'count' | 'min' | 'max' | 'mean'>;
@@ -46,9 +46,9 @@ async function fromGroups(db: Kysely<any>, source: RawBuilder<unknown>, { ref, c
   const atRank = (rank: number) => (ordered ? sql`min(case when cum >= ${rank} then v end)` : sql`null`);
   const squares = numeric ? sql`sum(c * (${value} - ${summary.mean}) * (${value} - ${summary.mean}))` : sql`null`;
   const groups = ordered ? sql`(select v, c, sum(c) over (order by v rows between unbounded preceding and current row) as cum from g) as running` : sql`g`;
-  const [min, max] = [Number(summary.min), Number(summary.max)];
+  const edges = histogramEdges(Number(summary.min), Number(summary.max));
   const buckets = numeric
-    ? sql`union all select 'bucket', null, null, null, sum(c), b from (select ${bucketOf(value, min, max)} as b, c from g) as bucketed group by b`
+    ? sql`union all select 'bucket', null, null, null, sum(c), b from (select ${bucketOf(value, edges)} as b, c from g) as bucketed group by b`
     : sql``;
   const { rows } = await sql<Row>`with g as materialized (select ${comparable} as v, count(*) as c from ${source} where ${ref} is not null group by ${comparable})
     select 'summary' as kind, ${atRank(r1)} as v, ${atRank(r2)} as v2, ${atRank(r3)} as v3, count(*) as c, ${squares} as x from ${groups}
@@ -60,7 +60,7 @@ async function fromGroups(db: Kysely<any>, source: RawBuilder<unknown>, { ref, c
     stddev: numeric && summary.count > 1 ? Math.sqrt(Number(head.x) / (summary.count - 1)) : null,
     quartiles: ordered ? { p25: head.v, p50: head.v2, p75: head.v3 } : null,
     topValues: rows.filter((r) => r.kind === 'top').map((r) => ({ value: r.v, count: Number(r.c) })),
-    histogram: numeric ? histogramOf(min, max, new Map(rows.filter((r) => r.kind === 'bucket').map((r) => [Number(r.x), Number(r.c)]))) : null,
+    histogram: numeric ? histogramOf(edges, new Map(rows.filter((r) => r.kind === 'bucket').map((r) => [Number(r.x), Number(r.c)]))) : null,
   };
 }
 

@@ -52,19 +52,39 @@ function profiledColumn(column: DataColumn): ProfiledColumn {
 /** The nearest ranks (1-based) of the quartiles among `count` values. */
 export const quartileRanks = (count: number) => [0.25, 0.5, 0.75].map((fraction) => Math.max(1, Math.ceil(fraction * count)));
 
-/** The width of each histogram bucket between `min` and `max` (1 when they are equal: one bucket). */
-const bucketWidth = (min: number, max: number) => (max > min ? (max - min) / PROFILE_HISTOGRAM_BUCKETS : 1);
-
-/** The histogram bucket (0 … buckets − 1) of the double `value`, `max` in the last one. */
-export function bucketOf(value: RawBuilder<unknown>, min: number, max: number): RawBuilder<number> {
-  return sql<number>`case when ${value} >= ${max} then ${PROFILE_HISTOGRAM_BUCKETS - 1} else floor((${value} - ${min}) / ${bucketWidth(min, max)}) end`;
+/** Digits after the point of the shortest decimal that reads back as `x` (0.25 → 2, 1e-7 → 7). */
+function decimals(x: number): number {
+  const [mantissa, exponent = '0'] = String(Math.abs(x)).split('e');
+  return Math.max(0, (mantissa.split('.')[1]?.length ?? 0) - Number(exponent));
 }
 
-/** The histogram from the count of each bucket `bucketOf` numbered. */
-export function histogramOf(min: number, max: number, counts: Map<number, number>): NonNullable<ColumnStatistics['histogram']> {
-  const width = bucketWidth(min, max);
-  const size = max > min ? PROFILE_HISTOGRAM_BUCKETS : 1;
-  return Array.from({ length: size }, (_, i) => ({ from: min + i * width, to: max > min ? min + (i + 1) * width : max, count: counts.get(i) ?? 0 }));
+/**
+ * The edges of equal-width buckets from `min` to `max` (one bucket when they are equal). With `min`
+ * and `max` of at most d decimals, every true edge min + i·(max − min)/10 has at most d + 1: the
+ * edges are rounded to that, so floating point's noise (0.1 · 3 = 0.30000000000000004) is gone.
+ */
+export function histogramEdges(min: number, max: number): number[] {
+  if (!(max > min)) return [min, max];
+  const digits = Math.min(100, Math.max(decimals(min), decimals(max)) + 1);
+  const width = (max - min) / PROFILE_HISTOGRAM_BUCKETS;
+  return Array.from({ length: PROFILE_HISTOGRAM_BUCKETS + 1 }, (_, i) => (i === PROFILE_HISTOGRAM_BUCKETS ? max : Number((min + i * width).toFixed(digits))));
+}
+
+/**
+ * The histogram bucket (0 … buckets − 1) of the double `value`: the last edge at or below it (`max`
+ * in the last bucket). Compared with the rounded edges themselves, so a value on an edge (0.3)
+ * counts in the bucket the answer says starts there, which dividing by the width would miss.
+ */
+export function bucketOf(value: RawBuilder<unknown>, edges: number[]): RawBuilder<number> {
+  const inner = edges.slice(1, -1);
+  if (inner.length === 0) return sql<number>`0`;
+  const cases = inner.map((edge, i) => sql`when ${value} >= ${edge} then ${i + 1}`).reverse();
+  return sql<number>`case ${sql.join(cases, sql` `)} else 0 end`;
+}
+
+/** The histogram from its edges and the count of each bucket `bucketOf` numbered. */
+export function histogramOf(edges: number[], counts: Map<number, number>): NonNullable<ColumnStatistics['histogram']> {
+  return edges.slice(1).map((to, i) => ({ from: edges[i], to, count: counts.get(i) ?? 0 }));
 }
 
 /**

@@ -26,6 +26,7 @@ const ruleSchema = z
 const runSchema = z
   .object({
     id: z.number().int(),
+    org_id: z.number().int(),
     rule_id: z.number().int(),
     dataset_id: z.number().int(),
     dataset_version: z.number().int(),

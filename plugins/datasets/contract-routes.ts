@@ -8,6 +8,7 @@ import type { DatasetContracts } from './public.ts';
 const contractSchema = z
   .object({
     id: z.number().int(),
+    org_id: z.number().int(),
     dataset_id: z.number().int(),
     version: z.number().int(),
     columns: z.array(z.object({ name: z.string(), type: z.enum(DATA_COLUMN_TYPES) })),

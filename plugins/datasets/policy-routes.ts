@@ -6,6 +6,7 @@ import type { RowPolicies } from './row-policies.ts';
 const policySchema = z
   .object({
     id: z.number().int(),
+    org_id: z.number().int(),
     dataset_id: z.number().int(),
     group_id: z.number().int(),
     filters: z.array(z.string()),

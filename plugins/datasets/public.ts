@@ -3,6 +3,7 @@
  * types only).
  */
 import type { RawBuilder } from 'kysely';
+import { z } from 'zod';
 import { pluginServiceRef, type Principal } from '../../kernel/plugin-api.ts';
 import type { DataColumn, DataColumnType } from '../../storage/index.ts';
 
@@ -11,6 +12,14 @@ export const ROW_POLICY_BYPASS = 'datasets.policies.bypass';
 
 /** What a caller without `datasets.pii.read` sees in place of a PII value, on every read path. */
 export const PII_MASK = '***';
+
+/** One value of a data column as the API answers it, for the schemas of the answers that carry values (rows, SQL results, profiles). */
+export const dataValueSchema = z
+  .union([z.string(), z.number(), z.boolean(), z.null(), z.array(z.unknown()), z.record(z.string(), z.unknown())])
+  .meta({
+    id: 'DataValue',
+    description: `A value of a data column: a string (dates and timestamps as ISO 8601 text; a PII value as ${PII_MASK} without datasets.pii.read), a number, a boolean, null, or the JSON value of a json column`,
+  });
 
 export interface DatasetInfo {
   id: number;

@@ -13,8 +13,8 @@ import { FILTER_OPERATORS } from './filters.ts';
 import { DATASET_DELETED, ROWS_PAGE_MAX, type DatasetCatalog, type DatasetDeletedEvent } from './public.ts';
 import { seesPii, visibilityOf } from './rows-query.ts';
 import type { RowPolicies } from './row-policies.ts';
-import { columnName, datasetName, datasetSchema, loadResultSchema, rowsPageSchema } from './schemas.ts';
-import { UPLOAD_TYPES, uploadedFile } from './upload.ts';
+import { columnName, datasetName, datasetSchema, exportRowsSchema, loadResultSchema, rowsPageSchema } from './schemas.ts';
+import { UPLOAD_SCHEMAS, UPLOAD_TYPES, uploadedFile } from './upload.ts';
 import { parseJsonValue, ValueError } from './values.ts';
 import { DATA_COLUMN_TYPES } from '../../storage/index.ts';
 
@@ -38,6 +38,33 @@ export interface DatasetRouteDeps {
 const publicDataset = ({ table_name: _table, created_by: _by, ...dataset }: Dataset) => dataset;
 
 const idParams = s.idParam('id');
+
+/** The rows query language, each parameter described with an example (zod-to-openapi takes `example` from `.meta`). */
+const rowsQuerySchema = z.object({
+  limit: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(ROWS_PAGE_MAX)
+    .default(100)
+    .meta({ description: `Rows per page, 1 to ${ROWS_PAGE_MAX} (a page also stops early at SQL_MAX_RESULT_BYTES of values)`, example: 50 }),
+  cursor: z.string().max(200).optional().meta({ description: 'The `next_cursor` of the previous page, to read the next one (the other parameters unchanged)', example: 'eyJhZnRlciI6MTAwfQ' }),
+  offset: z.coerce.number().int().min(0).optional().meta({ description: 'Rows to skip, for paging by number instead of by cursor', example: 200 }),
+  sort: z
+    .string()
+    .max(1000)
+    .optional()
+    .meta({ description: 'Comma-separated column names to sort by, each ascending or, with a leading `-`, descending; default: the order of arrival', example: 'city,-amount' }),
+  columns: z.string().max(10_000).optional().meta({ description: 'Comma-separated column names to answer, in this order; default: every column', example: 'id,city,amount' }),
+  filter: z
+    .union([z.string(), z.array(z.string())])
+    .optional()
+    .transform((v) => (v === undefined ? [] : Array.isArray(v) ? v : [v]))
+    .meta({
+      description: `\`column:operator:value\`, repeatable (every filter must hold). Operators: ${FILTER_OPERATORS.join(', ')}; \`in\` takes comma-separated values, \`is_null\` true or false, \`contains\` a substring`,
+      example: ['amount:gte:100', 'city:in:Lyon,Paris'],
+    }),
+});
 const base = { security: 'bearer', orgScoped: true } as const;
 
 export function datasetRoutes({ store, policies, readRows, loader, storage, events, uploadLimitBytes, csvLimits, maxPageBytes }: DatasetRouteDeps) {
@@ -180,8 +207,13 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, even
       capability: 'datasets.write',
       request: {
         params: idParams,
-        query: z.object({ mode: z.enum(['append', 'replace']).default('append') }),
-        stream: { contentTypes: UPLOAD_TYPES, description: 'A CSV file with a header line (UTF-8)' },
+        query: z.object({
+          mode: z
+            .enum(['append', 'replace'])
+            .default('append')
+            .describe('`append` (the default) adds the rows to the existing columns; `replace` takes the header as the new schema and replaces the data'),
+        }),
+        stream: { contentTypes: UPLOAD_TYPES, description: 'A CSV file with a header line (UTF-8)', schemas: UPLOAD_SCHEMAS },
       },
       responses: {
         200: { description: 'The dataset after the load', schema: loadResultSchema },
@@ -241,17 +273,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, even
       summary: 'Read rows: column selection, filters, sort, cursor or offset paging',
       description: `filter=column:operator:value, repeatable; operators: ${FILTER_OPERATORS.join(', ')} (in: comma-separated values; is_null: true or false). sort=col,-other.`,
       capability: 'datasets.read',
-      request: {
-        params: idParams,
-        query: z.object({
-          limit: z.coerce.number().int().min(1).max(ROWS_PAGE_MAX).default(100),
-          cursor: z.string().max(200).optional(),
-          offset: z.coerce.number().int().min(0).optional(),
-          sort: z.string().max(1000).optional(),
-          columns: z.string().max(10_000).optional(),
-          filter: z.union([z.string(), z.array(z.string())]).optional().transform((v) => (v === undefined ? [] : Array.isArray(v) ? v : [v])),
-        }),
-      },
+      request: { params: idParams, query: rowsQuerySchema },
       responses: { 200: { description: 'A page of rows', schema: rowsPageSchema } },
       handler: async ({ params, query, orgId, principal }) => readRows(principal, orgId, params.id, query),
     }),
@@ -265,7 +287,10 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, even
       capability: 'datasets.read',
       request: { params: idParams, query: z.object({ format: z.enum(['csv', 'json']).default('csv') }) },
       responses: {
-        200: { description: 'The rows (CSV with a header line, or a JSON array of objects)', contentType: 'text/csv' },
+        200: {
+          description: 'The rows: CSV with a header line (`format=csv`), or a JSON array of objects (`format=json`)',
+          content: { 'text/csv': z.string().describe('CSV with a header line (RFC 4180)'), 'application/json': exportRowsSchema },
+        },
       },
       handler: async ({ params, query, orgId, principal, audit }) => {
         const dataset = await store.get(orgId, params.id);

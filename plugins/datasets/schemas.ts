@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { DATA_COLUMN_TYPES } from '../../storage/index.ts';
 import { validateColumnName } from './column-names.ts';
+import { dataValueSchema } from './public.ts';
 
 /** Dataset names are SQL identifiers, so governed SQL can reference a dataset by its name. */
 export const datasetName = z
@@ -39,9 +40,12 @@ export const datasetSchema = z
 export const rowsPageSchema = z
   .object({
     columns: z.array(z.object({ name: z.string(), type: z.string(), masked: z.boolean().describe('PII column shown as *** (you lack datasets.pii.read)') })),
-    rows: z.array(z.record(z.string(), z.unknown())),
+    rows: z.array(z.record(z.string(), dataValueSchema)).describe('Each row as an object from column name to value'),
     next_cursor: z.string().nullable(),
   })
   .meta({ id: 'RowsPage' });
 
 export const loadResultSchema = z.object({ dataset: datasetSchema, rows_loaded: z.number().int() }).meta({ id: 'DatasetLoad' });
+
+/** The JSON export: every row as an object from column name to value. */
+export const exportRowsSchema = z.array(z.record(z.string(), dataValueSchema)).meta({ id: 'ExportRows' });

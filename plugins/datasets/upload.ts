@@ -1,9 +1,19 @@
 import type { Readable } from 'node:stream';
 import busboy from 'busboy';
 import type { Context } from 'koa';
-import { problems } from '../../kernel/plugin-api.ts';
+import { z } from 'zod';
+import { problems, type StreamedMediaType } from '../../kernel/plugin-api.ts';
 
 export const UPLOAD_TYPES = ['text/csv', 'application/csv', 'multipart/form-data'];
+
+const csvFile = z.string().meta({ format: 'binary', description: 'A CSV file with a header line (UTF-8)' });
+
+/** How each upload type is described: the CSV itself, or a form whose `file` field carries it (other fields are ignored). */
+export const UPLOAD_SCHEMAS: Record<string, StreamedMediaType> = {
+  'text/csv': { schema: csvFile },
+  'application/csv': { schema: csvFile },
+  'multipart/form-data': { schema: z.object({ file: csvFile }), encoding: { file: { contentType: 'text/csv, application/octet-stream' } } },
+};
 
 /** busboy's reason (`Unexpected end of form`: the closing boundary never came), said about the body. */
 const malformed = (err: Error) => problems.badRequest(`malformed multipart body: ${err.message}`, [{ path: 'body', message: err.message }]);

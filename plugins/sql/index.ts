@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { z } from 'zod';
 import { definePlugin, defineRoute, HttpProblem, kernelServices, problems, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
 import { GovernedSqlUnavailableError, QueryRejectedError, QueryTimeoutError, SelectRefusedError, type GovernedDataset, type GovernedSelect } from '../../storage/index.ts';
-import { datasetCatalog, PII_MASK } from '../datasets/public.ts';
+import { datasetCatalog, dataValueSchema, PII_MASK } from '../datasets/public.ts';
 import { governedSql } from './public.ts';
 
 export const MAX_ROWS = 10_000;
@@ -105,7 +105,7 @@ export default definePlugin({
               schema: z
                 .object({
                   columns: z.array(z.object({ name: z.string(), type: z.string() })),
-                  rows: z.array(z.array(z.unknown())),
+                  rows: z.array(z.array(dataValueSchema)).describe('Each row as an array of values, in the order of `columns`'),
                   row_count: z.number().int(),
                   truncated: z.boolean().describe('More rows matched than came back (see `truncated_reason`)'),
                   truncated_reason: z

@@ -1,8 +1,8 @@
 import { sql, type RawBuilder } from 'kysely';
 import { z } from 'zod';
 import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, type Principal } from '../../kernel/plugin-api.ts';
-import type { Storage } from '../../storage/index.ts';
-import { datasetCatalog, DATASET_DELETED, type DatasetCatalog, type DatasetDeletedEvent, type DatasetInfo } from '../datasets/public.ts';
+import { DATA_COLUMN_TYPES, type Storage } from '../../storage/index.ts';
+import { datasetCatalog, DATASET_DELETED, dataValueSchema, type DatasetCatalog, type DatasetDeletedEvent, type DatasetInfo } from '../datasets/public.ts';
 import { columnProfile, type ColumnProfile } from './profile.ts';
 
 interface DatasetProfile {
@@ -13,21 +13,30 @@ interface DatasetProfile {
   columns: ColumnProfile[];
 }
 
+/** A min, max or quartile: a number, or the text of a date, timestamp or string. */
+const orderedValue = z.union([z.number(), z.string()]).nullable();
+
 const columnProfileSchema = z
   .object({
     name: z.string(),
-    type: z.string(),
+    type: z.enum(DATA_COLUMN_TYPES),
     masked: z.boolean().describe('PII column: only counts are shown without datasets.pii.read'),
-    count: z.number().int(),
+    count: z.number().int().describe('Values that are not null'),
     nulls: z.number().int(),
     distinct: z.number().int(),
-    min: z.unknown(),
-    max: z.unknown(),
-    mean: z.number().nullable(),
-    stddev: z.number().nullable().describe('Sample standard deviation'),
-    quantiles: z.object({ p25: z.unknown(), p50: z.unknown(), p75: z.unknown() }).nullable(),
-    top_values: z.array(z.object({ value: z.unknown(), count: z.number().int() })),
-    histogram: z.array(z.object({ from: z.number(), to: z.number(), count: z.number().int() })).nullable(),
+    min: orderedValue.describe('Of ordered types (integer, number, date, timestamp, string); null otherwise, or when masked'),
+    max: orderedValue.describe('Of ordered types (integer, number, date, timestamp, string); null otherwise, or when masked'),
+    mean: z.number().nullable().describe('Of integer and number columns'),
+    stddev: z.number().nullable().describe('Sample standard deviation, of integer and number columns with two values or more'),
+    quantiles: z
+      .object({ p25: orderedValue, p50: orderedValue, p75: orderedValue })
+      .nullable()
+      .describe('Nearest-rank quartiles, of ordered types (integer, number, date, timestamp, string)'),
+    top_values: z.array(z.object({ value: dataValueSchema, count: z.number().int() })).describe('The most frequent values, most frequent first'),
+    histogram: z
+      .array(z.object({ from: z.number(), to: z.number(), count: z.number().int() }))
+      .nullable()
+      .describe('Of integer and number columns: equal-width buckets from min to max (the last one includes max), edges rounded to the precision of the data'),
   })
   .meta({ id: 'ColumnProfile' });
 

@@ -69,6 +69,19 @@ describe.each(DIALECTS)('statistics (%s)', (dialect) => {
     ]);
   });
 
+  it('rounds histogram edges to the precision of the data, and counts a value on an edge in the bucket it starts', async () => {
+    const project = await t.request('POST', '/api/projects', { body: { key: 'TENTHS', name: 'Tenths' } });
+    const dataset = await t.request('POST', '/api/datasets', { body: { name: 'tenths', project_id: project.body.id, columns: [{ name: 'v', type: 'number' }] } });
+    const values = Array.from({ length: 11 }, (_, i) => (i / 10).toFixed(1)); // 0.0, 0.1, … 1.0
+    const load = await t.request('POST', `/api/datasets/${dataset.body.id}/data`, { body: `v\n${values.join('\n')}\n`, headers: { 'content-type': 'text/csv' } });
+    expect(load.status).toBe(200);
+    const res = await t.request('GET', `/api/statistics/datasets/${dataset.body.id}/columns/v`);
+    expect(res.status).toBe(200);
+    // 0.1 · 3 would be 0.30000000000000004, and 0.3 / 0.1 would floor to bucket 2.
+    const edges = [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1];
+    expect(res.body.histogram).toEqual(edges.slice(1).map((to, i) => ({ from: edges[i], to, count: i === 9 ? 2 : 1 })));
+  });
+
   it('serves the profile of a dataset version from the cache, and recomputes when the data changes', async () => {
     expect((await profile()).body.cached).toBe(true);
     const appended = await t.request('POST', `/api/datasets/${datasetId}/rows`, { body: [{ n: 100, city: 'Nice' }] });

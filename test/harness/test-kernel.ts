@@ -5,6 +5,7 @@ import { loadSettings } from '../../kernel/config.ts';
 import { Kernel } from '../../kernel/kernel.ts';
 import { hashPassword } from '../../kernel/auth/password.ts';
 import { createLogger } from '../../kernel/logger.ts';
+import { AnswerChecker } from './answer-check.ts';
 import type { DialectName } from './dialects.ts';
 import { createScratchDatabase, tempDir } from './scratch-database.ts';
 
@@ -55,8 +56,38 @@ export interface TestKernel {
 
 type Requester = TestKernel['request'];
 
-/** Requests to `url` as a client would send them, with `defaultToken` unless the call names another (or null). */
+/** OPENAPI_ANSWER_CHECK=off skips checking answers against the document (on by default). */
+const CHECK_ANSWERS = process.env.OPENAPI_ANSWER_CHECK !== 'off';
+
+/**
+ * The checker of a kernel's answers, over the document it serves, fetched at the first answer. A
+ * path no operation matches fetches it again, once per path: a plugin loaded since may serve it.
+ */
+function answerChecker(url: string) {
+  let checker: Promise<AnswerChecker> | undefined;
+  const missed = new Set<string>();
+  const load = () => fetch(`${url}/openapi.json`).then(async (res) => new AnswerChecker(await res.json()));
+  return async (method: string, route: string, response: Response, body: unknown, text: string) => {
+    checker ??= load();
+    const path = new URL(route, url).pathname;
+    const check = async () => (await checker!).problem(method, route, response.status, response.headers.get('content-type'), body, text);
+    let problem = await check();
+    if (problem === undefined && path.startsWith('/api/') && !missed.has(path) && !(await checker).matches(method, route)) {
+      missed.add(path);
+      checker = load();
+      problem = await check();
+    }
+    if (problem) throw new Error(`the answer disagrees with /openapi.json: ${problem}`);
+  };
+}
+
+/**
+ * Requests to `url` as a client would send them, with `defaultToken` unless the call names another
+ * (or null). Every answer is checked against the kernel's OpenAPI document: every suite doubles as
+ * the test that the document describes the real answers.
+ */
 function requester(url: string, defaultToken: string): Requester {
+  const check = CHECK_ANSWERS ? answerChecker(url) : undefined;
   return async <T>(method: string, route: string, opts: RequestOptions = {}): Promise<TestResponse<T>> => {
     const headers: Record<string, string> = { ...opts.headers };
     const token = opts.token === undefined ? defaultToken : opts.token;
@@ -70,6 +101,7 @@ function requester(url: string, defaultToken: string): Requester {
     const text = await response.text();
     let parsed: unknown = text;
     if (/json/.test(response.headers.get('content-type') ?? '') && text) parsed = JSON.parse(text);
+    await check?.(method, route, response, parsed, text);
     return { status: response.status, headers: response.headers, body: parsed as T, text };
   };
 }
