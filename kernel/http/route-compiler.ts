@@ -200,7 +200,14 @@ function respond(ctx: Context, route: RouteDefinition, successStatus: number, re
   }
   ctx.status = status;
   if (isReply(result)) for (const [name, value] of Object.entries(result.headers ?? {})) ctx.set(name, value);
-  if (status === 204 || body === undefined) return;
+  if (status === 204) return;
+  if (body === undefined) {
+    // Left unset, Koa would answer the status's reason phrase ("Created") as text/plain: a body the
+    // route does not declare. An answer without a body is empty.
+    ctx.body = '';
+    ctx.remove('Content-Type');
+    return;
+  }
   if (body instanceof JsonText) {
     ctx.set('Content-Type', 'application/json; charset=utf-8');
     ctx.body = body.text;

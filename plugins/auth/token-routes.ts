@@ -116,7 +116,15 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       responses: {
         200: {
           description: 'Scopes',
-          schema: z.array(z.object({ name: z.string(), description: z.string(), plugin_id: z.string(), roles: z.array(z.string()) })),
+          schema: z.array(
+            z.object({
+              name: z.string(),
+              description: z.string(),
+              plugin_id: z.string(),
+              roles: z.array(z.string()),
+              scope: z.enum(['organization', 'platform']).describe('`organization`: may be granted through groups; `platform`: through role baselines only'),
+            }),
+          ),
         },
       },
       handler: () => capabilities.list().map((c) => ({ ...c, roles: [...c.roles] })).sort((a, b) => a.name.localeCompare(b.name)),
