@@ -33,7 +33,7 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
           expires_in_days: z.number().int().min(0).max(MAX_LIFETIME_DAYS).default(90).describe('Lifetime in days; 0 = never expires'),
         }),
       },
-      responses: { 201: { description: 'The token, with its secret', schema: mintedSchema } },
+      responses: { 201: { description: 'The token, with its secret', schema: mintedSchema }, 409: { description: 'You already hold PAT_MAX_PER_USER active tokens: revoke one first' } },
       handler: async ({ body, principal, audit }) => {
         requireUnscoped(principal);
         if (body.scopes) {
@@ -69,7 +69,7 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       security: 'bearer',
       allowDuringPasswordChange: true, // logging out, for a token's holder
       request: { params: s.idParam('id') },
-      responses: { 200: { description: 'The revoked token', schema: s.tokenInfoSchema } },
+      responses: { 200: { description: 'The revoked token', schema: s.tokenInfoSchema }, 403: { description: 'A scoped token cannot manage tokens: use a JWT or an unscoped token' } },
       handler: async ({ params, principal, audit }) => {
         requireUnscoped(principal);
         const { info, revokedNow } = await tokens.revokeOwn(principal.userId, params.id);

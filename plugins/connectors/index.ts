@@ -130,7 +130,7 @@ export default definePlugin({
             'The config is checked against its type\'s schema (400 naming each field); an unknown type is a 400; names are unique in the organization (409). Secret fields are encrypted at rest and answered masked, never in clear.',
           capability: 'connectors.manage',
           request: { body: z.object({ name: z.string().trim().min(1).max(200), type: z.string().min(1), config: z.record(z.string(), z.unknown()) }) },
-          responses: { 201: { description: 'The connector', schema: connectorSchema } },
+          responses: { 201: { description: 'The connector', schema: connectorSchema }, 409: { description: 'A connector with this name already exists in the organization' } },
           handler: async ({ body, orgId, principal, audit }) => {
             const type = await offeredType(orgId, body.type);
             if (!type) throw problems.badRequest(`unknown connector type "${body.type}" (GET /api/connectors/types lists them)`, [{ path: 'body.type', message: 'unknown type' }]);
@@ -176,7 +176,7 @@ export default definePlugin({
               .object({ name: z.string().trim().min(1).max(200).optional(), config: z.record(z.string(), z.unknown()).optional() })
               .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
           },
-          responses: { 200: { description: 'The connector', schema: connectorSchema } },
+          responses: { 200: { description: 'The connector', schema: connectorSchema }, 409: { description: 'A connector with this name already exists, or the type of the connector is no longer offered here (its plugin is not loaded or is disabled)' } },
           handler: async ({ params, body, orgId, audit }) => {
             const row = await store.get(orgId, params.id);
             const config = body.config ? validConfig(await typeOf(row), body.config, row.config) : undefined;
@@ -210,7 +210,7 @@ export default definePlugin({
             'Asks the connector\'s type to reach its peer with the stored config and answers whether it worked and why not, as `ok` and `message`: a failed check is a 200 with `ok: false`, not an error.',
           capability: 'connectors.use',
           request: { params: idParams },
-          responses: { 200: { description: 'The outcome', schema: z.object({ ok: z.boolean(), message: z.string() }) } },
+          responses: { 200: { description: 'The outcome', schema: z.object({ ok: z.boolean(), message: z.string() }) }, 409: { description: 'The type of the connector is no longer offered here (its plugin is not loaded or is disabled)' } },
           handler: async ({ params, orgId }) => {
             const row = await store.get(orgId, params.id);
             const type = await typeOf(row);
@@ -232,7 +232,7 @@ export default definePlugin({
             'Runs one of the type\'s actions (GET /api/connectors/types lists them; an unknown action is a 404) with arguments checked against its schema (400). The call is made once, without retry: a peer\'s error answer is passed on with the peer\'s status, a peer that cannot be reached is a 502, and a destination the outbound policy refuses is a 422.',
           capability: 'connectors.use',
           request: { params: z.object({ id: s.pathId, action: z.string().min(1) }), body: z.record(z.string(), z.unknown()) },
-          responses: { 200: { description: 'What the peer answered', schema: z.object({ result: z.unknown() }) } },
+          responses: { 200: { description: 'What the peer answered', schema: z.object({ result: z.unknown() }) }, 409: { description: 'The type of the connector is no longer offered here (its plugin is not loaded or is disabled)' }, 422: { description: 'The action refused the call (e.g. an outbound address that is not allowed, or an import the source or dataset refuses)' }, 502: { description: 'The peer could not be reached or failed; an error status of the peer is passed on as the status of this answer' } },
           handler: async ({ params, body, orgId, principal, audit }) => {
             const row = await store.get(orgId, params.id);
             const type = await typeOf(row);

@@ -218,7 +218,7 @@ export default definePlugin({
             'A rule checks a dataset column (not null, unique, range, pattern, accepted values, freshness, a row condition…), evaluated in the database when run. Parameters are checked for the rule\'s type (400); a column the dataset lacks or of the wrong type is a 422; a rule on a PII column needs `datasets.pii.read` (403).',
           capability: 'datasets.write',
           request: { body: z.object({ dataset_id: z.number().int().positive(), ...ruleFields }) },
-          responses: { 201: { description: 'The rule', schema: ruleSchema } },
+          responses: { 201: { description: 'The rule', schema: ruleSchema }, 422: { description: 'The column of the rule does not exist in the dataset or has the wrong type for the rule' } },
           handler: async ({ body, orgId, principal, audit }) => {
             const dataset = await catalog.get(orgId, body.dataset_id);
             const definition = checkDefinition(body, dataset, catalog.seesPii(principal));
@@ -266,7 +266,7 @@ export default definePlugin({
               .object({ name: ruleFields.name.optional(), params: ruleFields.params.optional(), severity: z.enum(['warn', 'error']).optional(), enabled: z.boolean().optional() })
               .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
           },
-          responses: { 200: { description: 'The rule', schema: ruleSchema } },
+          responses: { 200: { description: 'The rule', schema: ruleSchema }, 422: { description: 'The column of the rule does not exist in the dataset or has the wrong type for the rule' } },
           handler: async ({ params, body, orgId, principal, audit }) => {
             const rule = await rules.get(orgId, params.id);
             if (body.params) {

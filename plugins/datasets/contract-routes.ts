@@ -81,7 +81,7 @@ export function contractRoutes({ store, contracts, operations }: { store: Datase
         'Records the dataset\'s current columns as a new contract version; earlier versions stay in the history. Drift is measured against the newest version.',
       capability: 'datasets.write',
       request: { params: idParams },
-      responses: { 201: { description: 'The new current contract', schema: contractSchema } },
+      responses: { 201: { description: 'The new current contract', schema: contractSchema }, 422: { description: 'The dataset has no columns yet: there is no schema to capture' } },
       handler: async ({ params, orgId, principal, audit }) => {
         const contract = await operations.capture(orgId, params.id, principal.userId);
         await audit.record({ action: 'dataset.contract.capture', targetType: 'dataset', targetId: contract.dataset_id, details: { version: contract.version } });

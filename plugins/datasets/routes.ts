@@ -89,7 +89,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, even
         'The dataset is a real table in the organization\'s storage. Give `columns` to declare its schema now, or none to take it from the first CSV upload. Names are unique in the organization (409).',
       capability: 'datasets.write',
       request: { body: z.object({ name: datasetName, project_id: z.number().int().positive(), description: z.string().max(5000).nullable().optional(), columns: columnsInput.default([]) }) },
-      responses: { 201: { description: 'The dataset', schema: datasetSchema } },
+      responses: { 201: { description: 'The dataset', schema: datasetSchema }, 409: { description: 'A dataset with this name already exists in the organization' }, 422: { description: 'The project (`project_id`) does not exist in the organization' } },
       handler: async ({ body, orgId, principal, audit }) => {
         const dataset = await store.create(orgId, body as { name: string; project_id: number; description?: string | null; columns: DatasetColumn[] }, principal.userId);
         await audit.record({ action: 'dataset.create', targetType: 'dataset', targetId: dataset.id, details: { name: dataset.name, project_id: dataset.project_id } });
@@ -148,7 +148,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, even
           })
           .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
       },
-      responses: { 200: { description: 'The dataset', schema: datasetSchema } },
+      responses: { 200: { description: 'The dataset', schema: datasetSchema }, 409: { description: 'A dataset with this name already exists in the organization' } },
       handler: async ({ params, body, orgId, principal, audit }) => {
         let piiChanges: { column: string; pii: boolean }[] = [];
         // Decided on the columns as they are when written (the store runs this again if they moved).
@@ -216,6 +216,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, even
         stream: { contentTypes: UPLOAD_TYPES, description: 'A CSV file with a header line (UTF-8)', schemas: UPLOAD_SCHEMAS },
       },
       responses: {
+        422: { description: 'A value does not fit its column, a field is too long, or the header has too many columns (the detail names the line and column); nothing was loaded' },
         200: { description: 'The dataset after the load', schema: loadResultSchema },
         413: { description: 'The upload is larger than DATASET_UPLOAD_LIMIT; nothing was loaded' },
       },
@@ -243,7 +244,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, even
         'Each row is an object keyed by column name; values are converted to the column types. One bad row (an unknown column, a value of the wrong type) refuses the whole batch with a 422 naming the row and column; a dataset with no columns yet is a 422 too.',
       capability: 'datasets.write',
       request: { params: idParams, body: z.array(z.record(z.string(), z.unknown())).min(1).max(10_000) },
-      responses: { 200: { description: 'The dataset after the load', schema: loadResultSchema } },
+      responses: { 200: { description: 'The dataset after the load', schema: loadResultSchema }, 422: { description: 'The dataset has no columns yet, or a row names an unknown column or holds a value that does not fit its column; nothing was loaded' } },
       handler: async ({ params, body, orgId, audit }) => {
         const dataset = await store.get(orgId, params.id);
         if (dataset.columns.length === 0) throw problems.unprocessable('the dataset has no columns yet: declare them or upload a CSV first');

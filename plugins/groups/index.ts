@@ -34,7 +34,7 @@ export default definePlugin({
             'A group gives its members capabilities in this organization, on top of their role. Capability names must exist (400; GET /api/auth/scopes lists them) and be ones a group may carry (400); group names are unique in the organization (409).',
           capability: 'org.admin',
           request: { body: z.object({ name: z.string().trim().min(1).max(200), description: z.string().max(2000).nullable().optional(), capabilities: capabilityList.default([]) }) },
-          responses: { 201: { description: 'The group', schema: s.groupSchema } },
+          responses: { 201: { description: 'The group', schema: s.groupSchema }, 409: { description: 'A group with this name already exists in the organization' } },
           handler: async ({ body, orgId, audit }) => {
             requireGrantable(body.capabilities);
             const group = await groups.create(orgId, body);
@@ -79,7 +79,7 @@ export default definePlugin({
               .object({ name: z.string().trim().min(1).max(200).optional(), description: z.string().max(2000).nullable().optional(), capabilities: capabilityList.optional() })
               .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
           },
-          responses: { 200: { description: 'The group', schema: s.groupSchema } },
+          responses: { 200: { description: 'The group', schema: s.groupSchema }, 409: { description: 'A group with this name already exists in the organization' } },
           handler: async ({ params, body, orgId, audit }) => {
             requireGrantable(body.capabilities);
             const before = await groups.get(orgId, params.id);
@@ -131,7 +131,7 @@ export default definePlugin({
             'The user must be a member of the organization; one already in the group is a 409. They gain the group\'s capabilities on their next request.',
           capability: 'org.admin',
           request: { params: groupIdParams, body: z.object({ user_id: z.number().int().positive() }) },
-          responses: { 201: { description: 'Added', schema: z.object({ group_id: z.number().int(), user_id: z.number().int() }) } },
+          responses: { 201: { description: 'Added', schema: z.object({ group_id: z.number().int(), user_id: z.number().int() }) }, 409: { description: 'The user is already in the group' }, 422: { description: 'The user (`user_id`) is not a member of the organization' } },
           handler: async ({ params, body, orgId, audit }) => {
             await groups.addMember(orgId, params.id, body.user_id);
             await audit.record({ action: 'group.member.add', targetType: 'group', targetId: params.id, details: { user_id: body.user_id } });

@@ -30,7 +30,7 @@ export default definePlugin({
           'What a client needs after signing in: who you are, the organizations you belong to (ids for `X-Org-Id`), your groups, the current organization (X-Org-Id, else your default one) and the capabilities you hold there, from your role and groups, narrowed by the token\'s scopes.',
         security: 'bearer',
         allowDuringPasswordChange: true,
-        responses: { 200: { description: 'You', schema: meSchema } },
+        responses: { 200: { description: 'You', schema: meSchema }, 403: { description: 'The organization `X-Org-Id` names does not exist or you are not a member' } },
         handler: ({ principal, orgId }) => {
           const { userId, tokenId, via, capabilities } = principal;
           return identity.derived(`me:${userId}:${orgId}:${tokenId}`, capabilities, async () => {

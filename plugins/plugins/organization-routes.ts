@@ -41,7 +41,7 @@ export function organizationRoutes(enablement: PluginEnablementService, organiza
       orgScoped: true,
       capability: 'org.admin',
       request: { params, body: z.object({ enabled: z.boolean() }).strict() },
-      responses: { 200: { description: 'The organization\u2019s switch for the plugin, as changed', schema: organizationSettingSchema } },
+      responses: { 200: { description: 'The organization\u2019s switch for the plugin, as changed', schema: organizationSettingSchema }, 409: { description: 'The plugin is required: it cannot be disabled for an organization' } },
       handler: async ({ params, body, principal, orgId, audit }) => {
         await reachable(principal, orgId, params.org_id);
         const before = await enablement.setting(params.id, params.org_id);

@@ -49,7 +49,7 @@ export default definePlugin({
             'A project groups datasets, imports and flows. Its `key` (short, upper-case) is unique in the organization (409) and never changes.',
           capability: 'projects.write',
           request: { body: z.object({ key: projectKey, name: z.string().trim().min(1).max(200), description: z.string().max(5000).nullable().optional() }) },
-          responses: { 201: { description: 'The project', schema: projectSchema } },
+          responses: { 201: { description: 'The project', schema: projectSchema }, 409: { description: 'A project with this key already exists in the organization' } },
           handler: async ({ body, orgId, principal, audit }) => {
             const project = await projects.create(orgId, body, principal.userId);
             await audit.record({ action: 'project.create', targetType: 'project', targetId: project.id, details: { key: project.key } });
@@ -118,7 +118,7 @@ export default definePlugin({
             'Only an empty project can be deleted: one that still holds datasets or other content is a 409 saying what is left.',
           capability: 'projects.write',
           request: { params: idParams },
-          responses: { 204: { description: 'Deleted' } },
+          responses: { 204: { description: 'Deleted' }, 409: { description: 'The project cannot be deleted while something depends on it (the detail says what, e.g. its datasets)' } },
           handler: async ({ params, orgId, audit }) => {
             await projects.get(orgId, params.id);
             for (const guard of deleteGuards) {

@@ -100,6 +100,7 @@ export default definePlugin({
             }),
           },
           responses: {
+            422: { description: 'The query ran longer than its timeout (`timeout_ms`)' },
             200: {
               description: 'The result',
               schema: z

@@ -47,7 +47,7 @@ export default definePlugin({
               default_org_id: z.number().int().positive().optional().describe('Default: your current organization'),
             }),
           },
-          responses: { 201: { description: 'The new user', schema: s.userSchema } },
+          responses: { 201: { description: 'The new user', schema: s.userSchema }, 409: { description: 'A user with this username or e-mail already exists' }, 422: { description: 'The default organization (`default_org_id`) does not exist' } },
           handler: async ({ body, orgId, audit }) => {
             const defaultOrgId = body.default_org_id ?? orgId;
             await requireOrganization(defaultOrgId);
@@ -102,7 +102,7 @@ export default definePlugin({
               .object({ role: s.roleSchema.optional(), email: z.email().max(320).optional(), default_org_id: z.number().int().positive().nullable().optional(), is_active: z.boolean().optional() })
               .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
           },
-          responses: { 200: { description: 'The updated user', schema: s.userSchema } },
+          responses: { 200: { description: 'The updated user', schema: s.userSchema }, 409: { description: 'You cannot deactivate yourself or change your own role, or another user already has this e-mail' }, 422: { description: 'The default organization (`default_org_id`) does not exist' } },
           handler: async ({ params, body, principal, audit }) => {
             const id = params.user_id;
             if (id === principal.userId && (body.is_active === false || (body.role && body.role !== principal.role))) {
@@ -125,7 +125,7 @@ export default definePlugin({
           security: 'bearer',
           capability: 'users.manage',
           request: { params: userIdParams },
-          responses: { 200: { description: 'The deactivated user', schema: s.userSchema } },
+          responses: { 200: { description: 'The deactivated user', schema: s.userSchema }, 409: { description: 'You cannot deactivate yourself' } },
           handler: async ({ params, principal, audit }) => {
             const id = params.user_id;
             if (id === principal.userId) throw problems.conflict('you cannot deactivate yourself');

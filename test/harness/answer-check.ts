@@ -66,6 +66,11 @@ export class AnswerChecker {
     const responses = operation.responses ?? {};
     const response = responses[status] ?? responses[`${String(status)[0]}XX`] ?? responses.default;
     if (!response) return `${where}, a status its operation does not declare`;
+    // An error answer a client handles (4xx, 502, 503, 504) is declared under its own status, so
+    // its generated types and its description say when it happens; only a 500 may rest on `default`.
+    if (!responses[status] && (status >= 400 && status < 500 || status === 502 || status === 503 || status === 504)) {
+      return `${where}, which its operation does not declare under its own status (only \`default\` matches)`;
+    }
     if (!text || method.toUpperCase() === 'HEAD') return undefined;
     const mediaType = (contentType ?? '').split(';')[0].trim().toLowerCase();
     const declared = response.content?.[mediaType];
