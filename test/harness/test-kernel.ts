@@ -60,24 +60,33 @@ type Requester = TestKernel['request'];
 const CHECK_ANSWERS = process.env.OPENAPI_ANSWER_CHECK !== 'off';
 
 /**
- * The checker of a kernel's answers, over the document it serves, fetched at the first answer. A
- * path no operation matches fetches it again, once per path: a plugin loaded since may serve it.
+ * The checker of a kernel's answers, over the document it serves, fetched before the first request
+ * (a test may stop the kernel while that request runs). A path no operation matches fetches it
+ * again, once per path: a plugin loaded since may serve it; a kernel gone by then keeps the old one.
  */
 function answerChecker(url: string) {
   let checker: Promise<AnswerChecker> | undefined;
   const missed = new Set<string>();
   const load = () => fetch(`${url}/openapi.json`).then(async (res) => new AnswerChecker(await res.json()));
-  return async (method: string, route: string, response: Response, body: unknown, text: string) => {
-    checker ??= load();
-    const path = new URL(route, url).pathname;
-    const check = async () => (await checker!).problem(method, route, response.status, response.headers.get('content-type'), body, text);
-    let problem = await check();
-    if (problem === undefined && path.startsWith('/api/') && !missed.has(path) && !(await checker).matches(method, route)) {
-      missed.add(path);
-      checker = load();
-      problem = await check();
-    }
-    if (problem) throw new Error(`the answer disagrees with /openapi.json: ${problem}`);
+  return {
+    ready: () => (checker ??= load()),
+    async check(method: string, route: string, response: Response, body: unknown, text: string) {
+      let current = await (checker ??= load());
+      const path = new URL(route, url).pathname;
+      const problemOf = (document: AnswerChecker) => document.problem(method, route, response.status, response.headers.get('content-type'), body, text);
+      let problem = problemOf(current);
+      if (problem === undefined && path.startsWith('/api/') && !missed.has(path) && !current.matches(method, route)) {
+        missed.add(path);
+        const reloaded = load();
+        const fresh = await reloaded.catch(() => undefined);
+        if (fresh) {
+          checker = reloaded;
+          current = fresh;
+          problem = problemOf(current);
+        }
+      }
+      if (problem) throw new Error(`the answer disagrees with /openapi.json: ${problem}`);
+    },
   };
 }
 
@@ -97,11 +106,12 @@ function requester(url: string, defaultToken: string): Requester {
       body = typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
       headers['content-type'] ??= 'application/json';
     }
+    await check?.ready();
     const response = await fetch(`${url}${route}`, { method, headers, body });
     const text = await response.text();
     let parsed: unknown = text;
     if (/json/.test(response.headers.get('content-type') ?? '') && text) parsed = JSON.parse(text);
-    await check?.(method, route, response, parsed, text);
+    await check?.check(method, route, response, parsed, text);
     return { status: response.status, headers: response.headers, body: parsed as T, text };
   };
 }
