@@ -38,7 +38,7 @@ const PROBE_ROUTES: {
   },
   { method: 'get', path: '/api/probe/items/{item_id}', params: [{ name: 'item_id', in: 'path', required: true }], responses: ['200', '400', '404', '429', '503', 'default'], security: 'none' },
   { method: 'get', path: '/api/probe/boom', responses: ['200', '429', '503', 'default'], security: 'none' },
-  { method: 'get', path: '/api/probe/problem/{status}', params: [{ name: 'status', in: 'path', required: true }], responses: ['204', '400', '404', '429', '503', 'default'], security: 'none' },
+  { method: 'get', path: '/api/probe/problem/{status}', params: [{ name: 'status', in: 'path', required: true }], responses: ['204', '400', '404', '409', '422', '429', '503', 'default'], security: 'none' },
   { method: 'get', path: '/api/probe/bad-response', responses: ['200', '429', '503', 'default'], security: 'none' },
   { method: 'get', path: '/api/probe/org', params: [{ name: 'X-Org-Id', in: 'header', required: false }], responses: ['200', '400', '401', '403', '404', '429', '503', 'default'], security: 'bearer' },
   { method: 'get', path: '/api/probe/special', responses: ['200', '400', '401', '403', '429', '503', 'default'], security: 'bearer' },
