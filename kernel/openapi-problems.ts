@@ -42,12 +42,13 @@ export function derivedProblems(path: string, route: RouteDefinition): Map<numbe
   if (request?.params || request?.query || request?.headers || request?.body) add(400, 'the request failed validation (`errors` names each failing field)');
   if (request?.body) add(400, 'the body is not valid JSON');
   if (route.orgScoped) add(400, 'no organization: `X-Org-Id` is missing and the caller has no default organization, or it is not an integer');
-  // A bearer route resolves `X-Org-Id` when it is sent, org-scoped or not (tenancy.ts).
-  if (route.security === 'bearer' && !route.orgScoped) add(400, '`X-Org-Id` is sent but is not an integer');
+  // A bearer route resolves `X-Org-Id` when it is sent, org-scoped or not (tenancy.ts); an apiKey route checks it against the key's.
+  if ((route.security === 'bearer' && !route.orgScoped) || route.security === 'apiKey') add(400, '`X-Org-Id` is sent but is not an integer');
   if (secured) add(401, route.security === 'apiKey' ? 'missing or invalid API key' : 'missing, invalid or expired bearer token');
   if (route.capability) add(403, `the caller lacks the capability \`${route.capability}\``);
   if (route.orgScoped) add(403, 'the organization does not exist or the caller is not a member');
   if (route.security === 'bearer' && !route.orgScoped) add(403, 'the organization `X-Org-Id` names does not exist or the caller is not a member');
+  if (route.security === 'apiKey') add(403, '`X-Org-Id` names another organization than the key\'s');
   if (route.security === 'bearer' && !route.allowDuringPasswordChange) add(403, 'the caller must first change a temporary password (`code` `password_change_required`; only with REQUIRE_PASSWORD_CHANGE)');
   if (hasPathParameter) add(404, 'nothing exists under the given path parameter (or the caller may not see it)');
   if (inOrganization) add(404, 'the plugin is not enabled in the organization');
