@@ -169,10 +169,14 @@ export class WorkRunner {
 
   private execute(item: WorkItem) {
     const handler = this.handlers.get(item.kind)?.at(-1);
-    const controller = new AbortController();
     const log = this.logger.child({ work: item.id, kind: item.kind });
+    if (!handler) {
+      // Unregistered between claim and run (its plugin unloading): back to the queue, as a drain hands it back.
+      this.store.release(this.owner, item.id).catch((err) => log.error({ err }, 'handing background work back failed'));
+      return;
+    }
+    const controller = new AbortController();
     const run = async () => {
-      if (!handler) throw new Error(`no handler for ${item.kind}`); // unregistered between claim and run
       const timer = setTimeout(() => controller.abort(new WorkAborted('timeout')), item.timeout_ms);
       try {
         const aborted = new Promise<never>((_, reject) => controller.signal.addEventListener('abort', () => reject(controller.signal.reason), { once: true }));
@@ -201,7 +205,7 @@ export class WorkRunner {
     );
     const entry: Running = {
       item,
-      handler: handler ?? { pluginId: 'kernel', run: async () => undefined },
+      handler,
       controller,
       settled: settled
         .catch((err) => log.error({ err }, 'recording the outcome of background work failed'))
