@@ -8,7 +8,8 @@ import { QueryTimeoutError } from './read-only-query.ts';
 import type { PostgresTableClaims } from './table-claims-postgres.ts';
 import { ROW_ID, batchSize, inlineParameters, insertStatement, quoteIdentifier, sqlLiteral, type DataColumn, type DataColumnType, type DataTables, type RowWriter } from './data-tables.ts';
 
-const POSTGRES_TYPES: Record<DataColumnType, string> = {
+/** Each platform column type as a Postgres column type (governed writes cast to it too). */
+export const POSTGRES_TYPES: Readonly<Record<DataColumnType, string>> = {
   string: 'text',
   integer: 'bigint',
   number: 'double precision',

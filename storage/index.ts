@@ -10,7 +10,7 @@ export { parsePostgresSelect } from './postgres-select.ts';
 export { SelectRefusedError, type GovernedSelect } from './select-statement.ts';
 export { LONG_READ_DEFAULTS, type LongReadOptions } from './long-reads.ts';
 export type { ColumnStatistics } from './column-profile.ts';
-export { GovernedSqlUnavailableError, QueryRejectedError, QueryTimeoutError, type GovernedDataset, type ReadOnlyQuery, type ReadOnlyResult } from './read-only-query.ts';
+export { GovernedSqlUnavailableError, QueryRejectedError, QueryTimeoutError, type GovernedDataset, type GovernedDescribe, type GovernedWrite, type ReadOnlyQuery, type ReadOnlyResult } from './read-only-query.ts';
 export { DATA_COLUMN_TYPES, quoteIdentifier, ROW_ID, type DataColumn, type DataColumnType, type DataTables } from './data-tables.ts';
 export { Migrator, type Migration, type MigrationContext, type MigrationSource, type MigrationStep } from './migrator.ts';
 

@@ -1,17 +1,20 @@
 import crypto from 'node:crypto';
 import pg from 'pg';
 import { parse as parseConnectionString } from 'pg-connection-string';
-import type { DataColumnType } from './data-tables.ts';
-import { quoteIdentifier } from './data-tables.ts';
-import { namespaceLockKey } from './data-tables-postgres.ts';
+import { quoteIdentifier, type DataColumn, type DataColumnType } from './data-tables.ts';
+import { namespaceLockKey, POSTGRES_TYPES } from './data-tables-postgres.ts';
 import { OrganizationSlots } from './organization-slots.ts';
-import { isPostgresConnectionLost, superviseConnections } from './postgres-connections.ts';
+import { cancelStatement, isPostgresConnectionLost, superviseConnections } from './postgres-connections.ts';
 import {
+  abortReason,
   asSubquery,
   datasetQueries,
   GovernedSqlUnavailableError,
   QueryRejectedError,
   QueryTimeoutError,
+  refuseNul,
+  type GovernedDescribe,
+  type GovernedWrite,
   type ReadOnlyQuery,
   type ReadOnlyResult,
 } from './read-only-query.ts';
@@ -106,31 +109,117 @@ export class PostgresGovernedRunner {
   }
 
   async run(query: ReadOnlyQuery): Promise<ReadOnlyResult> {
-    if (!this.roleKey) throw new GovernedSqlUnavailableError('governed SQL needs the vault key, from which the passwords of its roles are derived');
-    const arrived = performance.now();
-    const { schema } = await this.prepare();
-    const role = await this.ensureRole(query.orgId);
-    // The organization's turn: its pool never makes a statement wait past its time limit.
-    const giveBack = await this.slots.take(query.orgId, query.timeoutMs);
-    let client: pg.PoolClient | undefined;
-    let lost: Error | undefined;
-    try {
-      client = await this.poolFor(query.orgId, role).connect();
-      const remainingMs = Math.max(1, Math.floor(query.timeoutMs - (performance.now() - arrived)));
-      // Settings local to the transaction, which always ends in a rollback: whatever the statement
-      // sets (set_config(…, false) included) is undone before the connection is used again.
-      await client.query(`begin transaction read only; set local statement_timeout = ${remainingMs}; set local search_path = ''`);
-      const organization = quoteIdentifier(`org_${query.orgId}`);
+    return this.session(query, 'read only', (client, { schema, organization }) => {
       // The database counts the bytes of each row as text before sending it and stops at the
       // budget, so no more than about `maxBytes` ever reaches this process, however wide a row.
       const bytes = `${schema}.${BYTES_FUNCTION}(sum(octet_length(row(governed_query.*)::text)) over (rows unbounded preceding), $${query.params.length + 1})`;
       const text = `${datasetQueries(query, (table) => `${organization}.${quoteIdentifier(table)}`)}select governed_query.*, ${bytes} from ${asSubquery(query.sql)} limit ${query.limit + 1}`;
-      return await this.collect(client, text, [...query.params, query.maxBytes], query.limit);
+      return this.collect(client, text, [...query.params, query.maxBytes], query.limit);
+    });
+  }
+
+  /**
+   * The statement's result inserted into the target by the organization's role, which may insert
+   * into that table alone (granted here, by the platform's user that created it). Result columns
+   * are taken by position (named c1, c2, … whatever the statement calls them) and cast to the
+   * target's column types. A signal that aborts cancels the running statement.
+   */
+  async write(write: GovernedWrite): Promise<{ rows: number }> {
+    const { signal } = write;
+    if (signal?.aborted) throw abortReason(signal);
+    refuseNul(write.sql);
+    const target = `${quoteIdentifier(`org_${write.orgId}`)}.${quoteIdentifier(write.target)}`;
+    try {
+      return await this.session(
+        write,
+        'read write',
+        async (client, { organization }) => {
+          const cancel = () => void cancelStatement(client);
+          signal?.addEventListener('abort', cancel, { once: true });
+          try {
+            // Aborted while it waited for its turn or its connection.
+            if (signal?.aborted) throw abortReason(signal);
+            const width = (await this.describeOn(client, write, organization)).length;
+            if (width !== write.columns.length) throw new QueryRejectedError(`the query returns ${width} columns, the target table has ${write.columns.length}`);
+            const positions = write.columns.map((_, i) => `c${i + 1}`);
+            const casts = write.columns.map((c, i) => `cast(q.${positions[i]} as ${POSTGRES_TYPES[c.type]})`);
+            const text = `insert into ${target} (${write.columns.map((c) => quoteIdentifier(c.name)).join(', ')}) select ${casts.join(', ')} from (${this.governedSelect(write, organization)}) as q(${positions.join(', ')})`;
+            const { rowCount } = await client.query({ text, values: write.params, queryMode: 'extended' });
+            // Aborted once the insert ended: the caller gave up on it, so it is not committed.
+            if (signal?.aborted) throw abortReason(signal);
+            return { rows: rowCount ?? 0 };
+          } finally {
+            signal?.removeEventListener('abort', cancel);
+          }
+        },
+        async (platform, role) => {
+          await platform.query(`grant insert on ${target} to ${quoteIdentifier(role)}`);
+        },
+      );
+    } catch (err) {
+      // The cancel's error (57014) is no timeout: the caller stopped it.
+      throw signal?.aborted ? abortReason(signal) : err;
+    }
+  }
+
+  /** The statement's result columns and their types, from the database's description of it (nothing is read). */
+  async describe(query: GovernedDescribe): Promise<DataColumn[]> {
+    refuseNul(query.sql);
+    return this.session(query, 'read only', async (client, { organization }) =>
+      (await this.describeOn(client, query, organization)).map((f) => ({ name: f.name, type: POSTGRES_COLUMN_TYPES[f.dataTypeID] ?? 'string' })),
+    );
+  }
+
+  /** The statement with its datasets' queries before it, as one SELECT of every result column. */
+  private governedSelect(query: GovernedDescribe, organization: string): string {
+    return `${datasetQueries(query, (table) => `${organization}.${quoteIdentifier(table)}`)}select * from ${asSubquery(query.sql)}`;
+  }
+
+  /** The result columns of the statement, planned but not run (`limit 0`). */
+  private async describeOn(client: pg.PoolClient, query: GovernedDescribe, organization: string): Promise<pg.FieldDef[]> {
+    // Extended protocol, whatever the parameters: it admits one statement only.
+    return (await client.query({ text: `${this.governedSelect(query, organization)} limit 0`, values: query.params, queryMode: 'extended' })).fields;
+  }
+
+  /**
+   * Runs `work` on a connection of the organization's role, in its turn, in a transaction
+   * (`access`: read only, or read write and committed when `work` succeeds) stopped past the
+   * statement's time limit, with no schema on the search path; its errors classified for the
+   * caller. `grant` runs first as the platform's user, in a transaction of its own.
+   */
+  private async session<T>(
+    query: GovernedDescribe,
+    access: 'read only' | 'read write',
+    work: (client: pg.PoolClient, names: { schema: string; organization: string }) => Promise<T>,
+    grant?: (platform: pg.PoolClient, role: string) => Promise<void>,
+  ): Promise<T> {
+    if (!this.roleKey) throw new GovernedSqlUnavailableError('governed SQL needs the vault key, from which the passwords of its roles are derived');
+    const arrived = performance.now();
+    const { schema } = await this.prepare();
+    const role = await this.ensureRole(query.orgId);
+    if (grant) await this.asPlatform((client) => grant(client, role));
+    // The organization's turn: its pool never makes a statement wait past its time limit.
+    const giveBack = await this.slots.take(query.orgId, query.timeoutMs);
+    let client: pg.PoolClient | undefined;
+    let lost: Error | undefined;
+    let ended = false;
+    try {
+      client = await this.poolFor(query.orgId, role).connect();
+      const remainingMs = Math.max(1, Math.floor(query.timeoutMs - (performance.now() - arrived)));
+      // Settings local to the transaction: whatever the statement sets (set_config(…, false)
+      // included) is undone when it ends, before the connection is used again.
+      await client.query(`begin transaction ${access}; set local statement_timeout = ${remainingMs}; set local search_path = ''`);
+      const result = await work(client, { schema, organization: quoteIdentifier(`org_${query.orgId}`) });
+      if (access === 'read write') {
+        await client.query('commit');
+        ended = true;
+      }
+      return result;
     } catch (err) {
       if (isPostgresConnectionLost(err)) lost = err as Error;
       throw this.classify(err, (err as { code?: string }).code, query.timeoutMs, query.orgId);
     } finally {
-      if (client && !lost) await client.query('rollback').catch((err: Error) => (lost = err));
+      if (client && !lost && !ended) await client.query('rollback').catch((err: Error) => (lost = err));
       client?.release(lost);
       giveBack();
     }

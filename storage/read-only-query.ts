@@ -1,4 +1,4 @@
-import { quoteIdentifier, sqlLiteral } from './data-tables.ts';
+import { quoteIdentifier, sqlLiteral, type DataColumn } from './data-tables.ts';
 
 /** One dataset a governed statement reads, as the caller may see it. */
 export interface GovernedDataset {
@@ -6,8 +6,11 @@ export interface GovernedDataset {
   name: string;
   /** The dataset's table within the organization's namespace (`ds_<id>`). */
   table: string;
-  /** Every column in table order; a `masked` one reads as `mask` and its values are never read. */
-  columns: { name: string; masked: boolean }[];
+  /**
+   * Every column in table order; a `masked` one reads as `mask` and its values are never read.
+   * `type` (when given) lets `describeGoverned` type a result column read straight from it.
+   */
+  columns: { name: string; masked: boolean; type?: DataColumn['type'] }[];
   /** The caller's row-policy condition as SQL text with literals, or null for every row. */
   rowFilter: string | null;
 }
@@ -33,6 +36,22 @@ export interface ReadOnlyQuery {
   maxBytes: number;
   timeoutMs: number;
 }
+
+/**
+ * A governed statement whose rows are written into a table instead of answered (a recipe's
+ * `INSERT … SELECT`): read under the same rules as `ReadOnlyQuery`, written only into `target`.
+ */
+export interface GovernedWrite extends Omit<ReadOnlyQuery, 'limit' | 'maxBytes'> {
+  /** An existing, empty table of the organization's namespace (its name there, e.g. `ds_7_run_…`). */
+  target: string;
+  /** The target's columns, matched to the statement's result columns by position; each value is converted to its column's type. */
+  columns: DataColumn[];
+  /** Aborting stops the running statement (the write is rolled back) and fails with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/** The statement of a `GovernedWrite`, described without being run (`limit`, `maxBytes`, `target`, `columns` unused). */
+export type GovernedDescribe = Omit<ReadOnlyQuery, 'limit' | 'maxBytes'>;
 
 export interface ReadOnlyResult {
   columns: { name: string; type: string }[];
@@ -71,7 +90,7 @@ export function typeFromValues(values: unknown[]): string {
  * may evaluate the cheaper ones first, letting an error message show a hidden value), and read once,
  * so that a compiled program reading its table a second time shows a read around the filter.
  */
-export function datasetQueries(query: ReadOnlyQuery, tableRef: (table: string) => string): string {
+export function datasetQueries(query: Pick<ReadOnlyQuery, 'datasets' | 'mask'>, tableRef: (table: string) => string): string {
   if (!query.datasets.length) return '';
   const queries = query.datasets.map((dataset) => {
     const columns = dataset.columns.map((c) => (c.masked ? `cast(${sqlLiteral(query.mask, ['true', 'false'])} as text) as ${quoteIdentifier(c.name)}` : quoteIdentifier(c.name)));
@@ -88,3 +107,16 @@ export function datasetQueries(query: ReadOnlyQuery, tableRef: (table: string) =
  * (SQLite reads an unclosed comment to the end of the text, which would swallow the rest).
  */
 export const asSubquery = (statement: string) => `(\n${statement}\n/**/) as governed_query`;
+
+/**
+ * Refuses a statement with a NUL character: both databases read their text only up to the first
+ * one, so what follows it (the end of `asSubquery`, a byte check) would silently not be there.
+ */
+export function refuseNul(sql: string): void {
+  if (sql.includes('\0')) throw new QueryRejectedError('the query contains a NUL character');
+}
+
+/** What a statement stopped by its signal fails with: the signal's reason when it is an error. */
+export function abortReason(signal: AbortSignal): Error {
+  return signal.reason instanceof Error ? signal.reason : new Error('the statement was cancelled');
+}

@@ -24,7 +24,7 @@ const IDENTIFIER = /"((?:[^"]|"")*)"|`((?:[^`]|``)*)`|\[([^\]]*)\]|([\p{L}_][\p{
 /**
  * Governed SQL on SQLite has no text check of its own: no parser but SQLite's reads SQL exactly as
  * SQLite does (a backslash before a quote, nested comments, keywords as names…), so SQLite compiles
- * the statement and its compiled program is checked before it runs (sqlite-governed-process.mjs).
+ * the statement and its compiled program is checked before it runs (sqlite-governed-check.mjs).
  * Here only the names it spells are gathered, so that the datasets among them can be offered to it.
  */
 export function parseSqliteGovernedSelect(text: string): GovernedSelect {

@@ -1,106 +1,17 @@
 // Runs governed SQL for the SQLite adapter in a process of its own, on a read-only connection: a
 // runaway statement is stopped by killing this process (SQLite cannot be interrupted from outside
 // here, and a worker thread cannot be stopped while SQLite runs), and the server keeps answering.
-//
-// No parser decides what a statement reads: SQLite's compiled program (EXPLAIN) lists every table
-// and index it opens and every function it calls, and the statement runs only when each of them is
-// a table of the datasets it names, read as the caller may see them, or a function on the list below.
+// Each statement's compiled program is checked first (sqlite-governed-check.mjs).
 import Database from 'better-sqlite3';
+import { bindings, checkProgram, Refused, serve } from './sqlite-governed-check.mjs';
 import { registerRegexp } from './sqlite-regexp.mjs';
 
 const db = new Database(process.argv[2], { readonly: true, fileMustExist: true });
 db.pragma('busy_timeout = 5000');
 registerRegexp(db);
 
-/** Functions that compute from their arguments only: no files, settings, extensions or catalog. */
-const ALLOWED_FUNCTIONS = new Set(
-  [
-    // core
-    'abs', 'char', 'coalesce', 'concat', 'concat_ws', 'format', 'glob', 'hex', 'ifnull', 'iif', 'if', 'instr', 'length',
-    'like', 'likelihood', 'likely', 'lower', 'ltrim', 'max', 'min', 'nullif', 'octet_length', 'printf', 'quote', 'random',
-    'replace', 'round', 'rtrim', 'sign', 'soundex', 'substr', 'substring', 'trim', 'typeof', 'unhex', 'unicode', 'unlikely',
-    'upper', 'regexp',
-    // date and time
-    'date', 'time', 'datetime', 'julianday', 'unixepoch', 'strftime', 'timediff', 'current_date', 'current_time', 'current_timestamp',
-    // math
-    'acos', 'acosh', 'asin', 'asinh', 'atan', 'atan2', 'atanh', 'ceil', 'ceiling', 'cos', 'cosh', 'degrees', 'exp', 'floor', 'ln',
-    'log', 'log10', 'log2', 'mod', 'pi', 'pow', 'power', 'radians', 'sin', 'sinh', 'sqrt', 'tan', 'tanh', 'trunc',
-    // aggregates and windows
-    'avg', 'count', 'group_concat', 'string_agg', 'sum', 'total', 'median', 'percentile', 'percentile_cont', 'percentile_disc',
-    'row_number', 'rank', 'dense_rank', 'percent_rank', 'cume_dist', 'ntile', 'lag', 'lead', 'first_value', 'last_value', 'nth_value',
-    // JSON
-    'json', 'jsonb', 'json_array', 'jsonb_array', 'json_array_length', 'json_error_position', 'json_extract', 'jsonb_extract',
-    'json_insert', 'jsonb_insert', 'json_object', 'jsonb_object', 'json_patch', 'jsonb_patch', 'json_pretty', 'json_quote',
-    'json_remove', 'jsonb_remove', 'json_replace', 'jsonb_replace', 'json_set', 'jsonb_set', 'json_type', 'json_valid',
-    'json_group_array', 'jsonb_group_array', 'json_group_object', 'jsonb_group_object', '->', '->>',
-  ],
-);
-const FUNCTION_OPCODES = new Set(['Function', 'PureFunc', 'AggStep', 'AggStep1', 'AggFinal', 'AggValue', 'AggInverse']);
-const VIRTUAL_TABLE_OPCODES = new Set(['VOpen', 'VFilter', 'VColumn', 'VNext', 'VUpdate', 'VBegin', 'VCreate', 'VDestroy', 'VRename', 'VCheck', 'VInitIn']);
-
-let schemaCache = { version: -1, objects: new Map(), columns: new Map() };
-
-/** The database's objects by root page, and tables' column positions; read again only when the schema changed. */
-function schemaOf() {
-  const version = db.pragma('schema_version', { simple: true });
-  if (version !== schemaCache.version) {
-    const objects = new Map(db.prepare('select type, name, tbl_name, rootpage from sqlite_schema where rootpage > 0').all().map((o) => [o.rootpage, o]));
-    schemaCache = { version, objects, columns: new Map() };
-  }
-  const { objects, columns } = schemaCache;
-  return {
-    objects,
-    columns(table) {
-      if (!columns.has(table)) columns.set(table, new Map(db.prepare('select cid, name from pragma_table_info(?)').all(table).map((c) => [c.name, c.cid])));
-      return columns.get(table);
-    },
-  };
-}
-
-class Refused extends Error {
-  rejected = true;
-}
-
-/**
- * Refuses the statement unless its compiled program reads only the allowed tables (main database,
- * each dataset's table or an index of it), never a masked column, each row-filtered table at most
- * once (its filtered query is materialized: a second read would be the table named around the
- * filter), no virtual table, and only allowed functions.
- */
-function checkProgram(sql, bound, allowed) {
-  const { objects, columns } = schemaOf();
-  const byTable = new Map(allowed.map((entry) => [entry.table, entry]));
-  const maskedIndexes = new Map();
-  for (const entry of allowed) {
-    const positions = columns(entry.table);
-    maskedIndexes.set(entry.table, new Set(entry.masked.map((name) => positions.get(name))));
-  }
-  const cursors = new Map();
-  const reads = new Map();
-  for (const op of db.prepare(`explain ${sql}`).all(...bound)) {
-    if (op.opcode === 'OpenRead' || op.opcode === 'ReopenIdx' || op.opcode === 'OpenWrite') {
-      const object = op.p3 === 0 ? objects.get(op.p2) : undefined;
-      const table = object && (object.type === 'index' ? object.tbl_name : object.name);
-      const entry = table && byTable.get(table);
-      if (!entry || op.opcode === 'OpenWrite') throw new Refused(object ? `no dataset named "${object.name}" in this organization` : 'the statement reads a table that is not one of its datasets');
-      if (object.type === 'index' && entry.masked.length) {
-        const indexed = db.prepare('select name from pragma_index_info(?)').all(object.name).map((c) => c.name);
-        if (indexed.some((name) => entry.masked.includes(name))) throw new Refused(`the statement reads a masked column of "${entry.name}"`);
-      }
-      cursors.set(op.p1, object.type === 'index' ? null : entry);
-      reads.set(entry, (reads.get(entry) ?? 0) + 1);
-      if (entry.filtered && reads.get(entry) > 1) throw new Refused(`the statement reads "${entry.name}" around its row policy`);
-    } else if (op.opcode === 'Column') {
-      const entry = cursors.get(op.p1);
-      if (entry && maskedIndexes.get(entry.table).has(op.p2)) throw new Refused(`the statement reads a masked column of "${entry.name}"`);
-    } else if (VIRTUAL_TABLE_OPCODES.has(op.opcode)) {
-      throw new Refused('table-valued functions and virtual tables (json_each, pragma_…) are not available in governed SQL');
-    } else if (FUNCTION_OPCODES.has(op.opcode)) {
-      const name = String(op.p4).replace(/\(-?\d+\)$/, '').toLowerCase();
-      if (!ALLOWED_FUNCTIONS.has(name)) throw new Refused(`function ${name} is not allowed in governed SQL`);
-    }
-  }
-}
+/** Rows a description judges a column's type by. */
+const DESCRIBE_ROWS = 100;
 
 /** About how many bytes a value takes in the answer. */
 function size(value) {
@@ -110,67 +21,67 @@ function size(value) {
   return 8;
 }
 
-/** SQLite errors that are no fault of the statement: the file, the disk, a lock. */
-const OPERATIONAL = /^SQLITE_(IOERR|CORRUPT|CANTOPEN|BUSY|LOCKED|FULL|NOTADB|PERM|READONLY|PROTOCOL|INTERNAL)/;
-
-function run({ sql, params, limit, maxBytes, allowed }) {
-  // SQLite has no booleans: true and false are 1 and 0, as in its own tables.
-  const named = Object.fromEntries(params.map((value, i) => [String(i + 1), typeof value === 'boolean' ? Number(value) : value]));
-  const bound = params.length ? [named] : [];
+/** The statement, checked and prepared, inside a read transaction `work` runs in. */
+function checked({ sql, params, allowed }, work) {
+  const bound = bindings(params);
   // One read transaction: the program checked is the program run (the schema cannot change under it).
   db.exec('begin');
   try {
-    checkProgram(sql, bound, allowed);
+    checkProgram(db, sql, bound, allowed);
     const statement = db.prepare(sql);
     if (!statement.reader || !statement.readonly) throw new Refused('only a read-only query that returns rows is allowed');
-    const names = statement.columns().map((c) => c.name);
-    // Safe integers tell SQLite's INTEGER values (bigint) from its REAL ones (number), which JavaScript
-    // numbers cannot: sum(amount) = 20.0 is a number column's total, not an integer.
-    const integers = names.map(() => 0);
-    const reals = names.map(() => 0);
-    const others = names.map(() => 0);
-    const rows = [];
-    let bytes = 0;
-    let truncated = null;
-    for (const row of statement.safeIntegers(true).raw(true).iterate(...bound)) {
-      if (rows.length === limit) {
-        truncated = 'row_limit';
-        break;
-      }
-      for (const value of row) bytes += size(value);
-      if (bytes > maxBytes) {
-        if (rows.length === 0) throw new Refused(`its first row alone is larger than the result limit (${maxBytes} bytes): select fewer or narrower columns`);
-        truncated = 'byte_limit';
-        break;
-      }
-      rows.push(
-        row.map((v, i) => {
-          if (typeof v === 'bigint') {
-            integers[i] += 1;
-            return Number(v);
-          }
-          if (typeof v === 'number') reals[i] += 1;
-          else if (v !== null) others[i] += 1;
-          return v;
-        }),
-      );
-    }
-    // null where a column is not all numbers: the main process judges it by its values.
-    const numericTypes = names.map((_, i) => (others[i] > 0 ? null : reals[i] > 0 ? 'number' : integers[i] > 0 ? 'integer' : null));
-    return { names, rows, numericTypes, truncated };
+    return work(statement, bound);
   } finally {
     db.exec('rollback');
   }
 }
 
-process.on('message', (message) => {
-  try {
-    process.send(run(message));
-  } catch (err) {
-    // A name that is neither a dataset offered to the statement nor anything else SQLite knows.
-    const unknown = /^no such table: (?:main\.)?(.*)$/.exec(err.message);
-    const error = unknown ? `no dataset named "${unknown[1]}" in this organization` : err.message;
-    // Anything else the statement caused (syntax, binding, several statements, out of memory) is its own fault.
-    process.send({ error, rejected: !OPERATIONAL.test(String(err.code)) });
+/** Up to `limit` rows and `maxBytes` bytes of the statement's result. */
+function read(statement, bound, limit, maxBytes) {
+  const names = statement.columns().map((c) => c.name);
+  // Safe integers tell SQLite's INTEGER values (bigint) from its REAL ones (number), which JavaScript
+  // numbers cannot: sum(amount) = 20.0 is a number column's total, not an integer.
+  const integers = names.map(() => 0);
+  const reals = names.map(() => 0);
+  const others = names.map(() => 0);
+  const rows = [];
+  let bytes = 0;
+  let truncated = null;
+  for (const row of statement.safeIntegers(true).raw(true).iterate(...bound)) {
+    if (rows.length === limit) {
+      truncated = 'row_limit';
+      break;
+    }
+    for (const value of row) bytes += size(value);
+    if (bytes > maxBytes) {
+      if (rows.length === 0) throw new Refused(`its first row alone is larger than the result limit (${maxBytes} bytes): select fewer or narrower columns`);
+      truncated = 'byte_limit';
+      break;
+    }
+    rows.push(
+      row.map((v, i) => {
+        if (typeof v === 'bigint') {
+          integers[i] += 1;
+          return Number(v);
+        }
+        if (typeof v === 'number') reals[i] += 1;
+        else if (v !== null) others[i] += 1;
+        return v;
+      }),
+    );
   }
-});
+  // null where a column is not all numbers: the main process judges it by its values.
+  const numericTypes = names.map((_, i) => (others[i] > 0 ? null : reals[i] > 0 ? 'number' : integers[i] > 0 ? 'integer' : null));
+  return { names, rows, numericTypes, truncated };
+}
+
+serve((message) =>
+  checked(message, (statement, bound) => {
+    if (message.describe) {
+      // Where a result column reads straight from a table column, that column and its declared type.
+      const origins = statement.columns().map((c) => (c.table ? { table: c.table, column: c.column, declared: c.type } : null));
+      return { ...read(statement, bound, DESCRIBE_ROWS, Infinity), origins };
+    }
+    return read(statement, bound, message.limit, message.maxBytes);
+  }),
+);

@@ -9,7 +9,7 @@ import { kyselyOver, LONG_READ_DEFAULTS, LongReadStoppedError, withTurns } from 
 import { ReadTurns } from './read-turns.ts';
 import { parseSqliteGovernedSelect } from './select-statement.ts';
 import { SqliteReadPool } from './sqlite-read-pool.ts';
-import { SqliteReadOnlyRunner } from './sqlite-read-only.ts';
+import { SqliteGovernedRunner } from './sqlite-governed.ts';
 import { registerRegexp } from './sqlite-regexp.mjs';
 import { LocalChannels } from './local-channels.ts';
 import { withPortableValues } from './sqlite-values.ts';
@@ -51,7 +51,9 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
   const reads = file === ':memory:' ? null : new SqliteReadPool(file);
   const workers = options.readWorkers ?? LONG_READ_DEFAULTS.workers;
   const turns = new ReadTurns(workers, Math.min(workers, options.readWorkersPerOrganization ?? LONG_READ_DEFAULTS.perOrganization));
-  const readOnly = new SqliteReadOnlyRunner(file, physical);
+  const governed = new SqliteGovernedRunner(file, physical);
+  // Governed SQL runs in processes of their own, which open the file: a database in memory has none.
+  const withFile = <T>(work: () => Promise<T>) => (file === ':memory:' ? Promise.reject(new Error('governed SQL needs a database file, not :memory:')) : work());
   const counterReads = new Map<string, CachedCounterRead>();
   const channels = new LocalChannels();
 
@@ -142,10 +144,9 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
       return snapshot;
     },
     parseGovernedSelect: parseSqliteGovernedSelect,
-    runReadOnly(query) {
-      if (file === ':memory:') return Promise.reject(new Error('governed SQL needs a database file, not :memory:'));
-      return readOnly.run(query);
-    },
+    runReadOnly: (query) => withFile(() => governed.run(query)),
+    writeGoverned: (write) => withFile(() => governed.write(write)),
+    describeGoverned: (query) => withFile(() => governed.describe(query)),
     // Governed SQL needs no role on SQLite: its compiled statements are checked.
     governedSqlRoleStatements: async () => [],
     isUniqueViolation: (err) => /^SQLITE_CONSTRAINT_(UNIQUE|PRIMARYKEY)$/.test(String((err as { code?: unknown })?.code)),
@@ -157,11 +158,11 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
     // Statements on this connection run synchronously, to their end; governed SQL runs in processes
     // of its own, long reads in threads of their own: those are stopped.
     cancelRunning: async () => {
-      readOnly.cancelRunning();
+      governed.cancelRunning();
       reads?.cancelRunning();
     },
     async close() {
-      await Promise.all([readOnly.close(), reads?.close()]);
+      await Promise.all([governed.close(), reads?.close()]);
       await db.destroy();
     },
   };

@@ -1,7 +1,8 @@
 import type { ColumnDataType, CreateTableBuilder, Kysely, SelectQueryBuilder, Transaction } from 'kysely';
 import type { DataTables } from './data-tables.ts';
 import type { LongReadOptions } from './long-reads.ts';
-import type { ReadOnlyQuery, ReadOnlyResult } from './read-only-query.ts';
+import type { DataColumn } from './data-tables.ts';
+import type { GovernedDescribe, GovernedWrite, ReadOnlyQuery, ReadOnlyResult } from './read-only-query.ts';
 import type { GovernedSelect } from './select-statement.ts';
 
 export interface StorageOptions {
@@ -138,6 +139,21 @@ export interface Storage {
    * bytes and time, off the request path: a runaway query is stopped and the server stays responsive.
    */
   runReadOnly(query: ReadOnlyQuery): Promise<ReadOnlyResult>;
+  /**
+   * Runs a governed statement (as `runReadOnly` would: only the datasets it names, as the caller
+   * may see them, enforced by the database or the compiled program) and writes its rows into
+   * `target` in the database: no row passes through this process. Off the event loop (SQLite: in a
+   * process of its own, computing into a temporary table first so the database's single writer
+   * lock is held only for the final copy), stopped by its timeout or its signal on both adapters.
+   * All or nothing: a failed or stopped statement leaves `target` as it was. Answers the rows written.
+   */
+  writeGoverned(write: GovernedWrite): Promise<{ rows: number }>;
+  /**
+   * The result columns of a governed statement and their platform types, without running it
+   * (Postgres: the database's result types; SQLite: the type of the dataset column a result
+   * column reads straight from, else judged from the first rows' values, else `string`).
+   */
+  describeGoverned(query: GovernedDescribe): Promise<DataColumn[]>;
   /**
    * The statements an administrator runs so that governed SQL works where the platform's database
    * user may not create its roles (Postgres without CREATEROLE): one per organization. None on SQLite.

@@ -1,9 +1,22 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import { quoteIdentifier } from './data-tables.ts';
-import { asSubquery, datasetQueries, GovernedSqlUnavailableError, QueryRejectedError, QueryTimeoutError, typeFromValues, type ReadOnlyQuery, type ReadOnlyResult } from './read-only-query.ts';
+import { quoteIdentifier, type DataColumn, type DataColumnType } from './data-tables.ts';
+import {
+  abortReason,
+  asSubquery,
+  datasetQueries,
+  GovernedSqlUnavailableError,
+  QueryRejectedError,
+  QueryTimeoutError,
+  refuseNul,
+  typeFromValues,
+  type GovernedDescribe,
+  type GovernedWrite,
+  type ReadOnlyQuery,
+  type ReadOnlyResult,
+} from './read-only-query.ts';
 
-/** Statements running at once, each in a process of its own. */
+/** Statements running at once of each kind (reads, writes), each in a process of its own. */
 const PROCESSES = 2;
 /** Statements of one organization waiting or running at once; past it a new one is refused. */
 const PER_ORGANIZATION = 8;
@@ -15,19 +28,32 @@ const PER_ORGANIZATION = 8;
 const PROCESS_MEMORY_BYTES = 1024 * 1024 * 1024;
 const PRLIMIT = ['/usr/bin/prlimit', '/bin/prlimit'].find((file) => fs.existsSync(file));
 
+/**
+ * The two kinds of process: reads (and descriptions) on a read-only connection, writes of a result
+ * into a table on a read-write one. Separate pools, so that no read ever runs on a connection that
+ * could write.
+ */
+const SCRIPTS = { read: './sqlite-governed-process.mjs', write: './sqlite-governed-write-process.mjs' } as const;
+type Kind = keyof typeof SCRIPTS;
+
 interface Answer {
   names?: string[];
   rows?: unknown[][];
   numericTypes?: ('integer' | 'number' | null)[];
   truncated?: ReadOnlyResult['truncated'];
+  /** A description's: where each result column reads straight from a table column. */
+  origins?: ({ table: string; column: string; declared: string | null } | null)[];
+  /** A write's: the rows inserted. */
+  written?: number;
   error?: string;
   rejected?: boolean;
 }
 
 interface Job {
   orgId: number;
+  kind: Kind;
   message: Record<string, unknown>;
-  resolve(result: ReadOnlyResult): void;
+  resolve(answer: Answer): void;
   reject(err: Error): void;
   timer: NodeJS.Timeout;
   /** The process running it, once it runs. */
@@ -35,19 +61,21 @@ interface Job {
 }
 
 interface QueryProcess {
+  kind: Kind;
   child: ChildProcess;
   job: Job | null;
 }
 
 /**
- * Governed SQL on SQLite: child processes (sqlite-governed-process.mjs), each with its own read-only
- * connection, check each statement's compiled program and run it. A statement past its time limit
- * (counted from its arrival, waiting included) is stopped by killing its process (better-sqlite3
+ * Governed SQL on SQLite: child processes, each with its own connection, check each statement's
+ * compiled program and run it (sqlite-governed-process.mjs reads, sqlite-governed-write-process.mjs
+ * writes a result into a table). A statement past its time limit (counted from its arrival,
+ * waiting included) or whose signal aborts is stopped by killing its process (better-sqlite3
  * cannot interrupt a statement, and a worker thread cannot be terminated while SQLite runs); a new
  * process takes its place. Organizations take turns, one statement each at a time, so one
  * organization's slow statements never hold up another's.
  */
-export class SqliteReadOnlyRunner {
+export class SqliteGovernedRunner {
   private readonly processes: QueryProcess[] = [];
   /** Waiting statements per organization, in the order organizations get their turn. */
   private readonly waiting = new Map<number, Job[]>();
@@ -58,20 +86,34 @@ export class SqliteReadOnlyRunner {
     private readonly physicalName: (orgId: number, table: string) => string,
   ) {}
 
-  run(query: ReadOnlyQuery): Promise<ReadOnlyResult> {
-    if (this.closed) return Promise.reject(new GovernedSqlUnavailableError('the platform is shutting down'));
-    const pending = (this.waiting.get(query.orgId)?.length ?? 0) + this.processes.filter((p) => p.job?.orgId === query.orgId).length;
-    if (pending >= PER_ORGANIZATION) return Promise.reject(new GovernedSqlUnavailableError(`this organization already has ${PER_ORGANIZATION} queries running or waiting; try again when one has ended`));
-    return new Promise((resolve, reject) => {
-      const job: Job = {
-        orgId: query.orgId,
-        message: this.message(query),
-        resolve,
-        reject,
-        timer: setTimeout(() => this.fail(job, new QueryTimeoutError(`the query ran longer than ${query.timeoutMs} ms and was stopped`)), query.timeoutMs),
-      };
-      this.waiting.set(query.orgId, [...(this.waiting.get(query.orgId) ?? []), job]);
-      this.dispatch();
+  async run(query: ReadOnlyQuery): Promise<ReadOnlyResult> {
+    const answer = await this.submit(query, 'read', { ...this.statement(query), limit: query.limit, maxBytes: query.maxBytes });
+    return { columns: answer.names!.map((name, i) => ({ name, type: judgedType(answer, i) })), rows: answer.rows!, truncated: answer.truncated ?? null };
+  }
+
+  /** The result written into the target in the write process; a kill before its commit leaves the target as it was. */
+  async write(write: GovernedWrite): Promise<{ rows: number }> {
+    refuseNul(write.sql);
+    const message = { ...this.statement(write), target: this.physicalName(write.orgId, write.target), columns: write.columns.map((c) => c.name) };
+    return { rows: (await this.submit(write, 'write', message, write.signal)).written! };
+  }
+
+  /**
+   * Each result column with the type of the dataset column it reads straight from, else judged
+   * from the first rows' values (0 and 1 from a column declared boolean are booleans), else `string`.
+   */
+  async describe(query: GovernedDescribe): Promise<DataColumn[]> {
+    refuseNul(query.sql);
+    const answer = await this.submit(query, 'read', { ...this.statement(query), describe: true });
+    const types = new Map(query.datasets.map((d) => [this.physicalName(query.orgId, d.table), new Map(d.columns.map((c) => [c.name, c.type]))]));
+    return answer.names!.map((name, i) => {
+      const origin = answer.origins![i];
+      const declared = origin && types.get(origin.table)?.get(origin.column);
+      if (declared) return { name, type: declared };
+      const values = answer.rows!.map((row) => row[i]);
+      const booleans = origin?.declared?.toLowerCase() === 'boolean' && values.every((v) => v === null || v === 0 || v === 1);
+      const judged = booleans ? 'boolean' : judgedType(answer, i);
+      return { name, type: (judged === 'unknown' ? 'string' : judged) as DataColumnType };
     });
   }
 
@@ -95,23 +137,50 @@ export class SqliteReadOnlyRunner {
     this.cancelRunning();
   }
 
-  /** What the process is sent: the statement with its datasets' queries, and what it may read. */
-  private message(query: ReadOnlyQuery): Record<string, unknown> {
+  /** What a process is sent of any statement: the statement with its datasets' queries, and what it may read. */
+  private statement(query: GovernedDescribe): Record<string, unknown> {
     const table = (name: string) => this.physicalName(query.orgId, name);
     // Each row-filtered dataset's query is read once whatever the statement does, so its table is
     // read exactly once by it: a second read is the statement naming the table around the filter.
     const filtered = query.datasets.filter((d) => d.rowFilter !== null).map((d) => `(select count(*) from (select 1 from ${quoteIdentifier(d.name)} limit 1)) >= 0`);
     const sql = `${datasetQueries(query, (name) => quoteIdentifier(table(name)))}select * from ${asSubquery(query.sql)}${filtered.length ? ` where ${filtered.join(' and ')}` : ''}`;
     const allowed = query.datasets.map((d) => ({ name: d.name, table: table(d.table), masked: d.columns.filter((c) => c.masked).map((c) => c.name), filtered: d.rowFilter !== null }));
-    return { sql, params: query.params, limit: query.limit, maxBytes: query.maxBytes, allowed };
+    return { sql, params: query.params, allowed };
+  }
+
+  /** Queues a statement for a process of `kind`; it fails past its time limit, or when `signal` aborts. */
+  private submit(query: GovernedDescribe, kind: Kind, message: Record<string, unknown>, signal?: AbortSignal): Promise<Answer> {
+    if (this.closed) return Promise.reject(new GovernedSqlUnavailableError('the platform is shutting down'));
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
+    const pending = (this.waiting.get(query.orgId)?.length ?? 0) + this.processes.filter((p) => p.job?.orgId === query.orgId).length;
+    if (pending >= PER_ORGANIZATION) return Promise.reject(new GovernedSqlUnavailableError(`this organization already has ${PER_ORGANIZATION} queries running or waiting; try again when one has ended`));
+    return new Promise<Answer>((resolve, reject) => {
+      const abort = () => this.fail(job, abortReason(signal!));
+      const settled = <T>(settle: (value: T) => void) => (value: T) => {
+        signal?.removeEventListener('abort', abort);
+        settle(value);
+      };
+      const job: Job = {
+        orgId: query.orgId,
+        kind,
+        message,
+        resolve: settled(resolve),
+        reject: settled(reject),
+        timer: setTimeout(() => this.fail(job, new QueryTimeoutError(`the query ran longer than ${query.timeoutMs} ms and was stopped`)), query.timeoutMs),
+      };
+      signal?.addEventListener('abort', abort, { once: true });
+      this.waiting.set(query.orgId, [...(this.waiting.get(query.orgId) ?? []), job]);
+      this.dispatch();
+    });
   }
 
   /** Gives idle processes the next statements, one organization after another. */
   private dispatch(): void {
     for (const [orgId, jobs] of this.waiting) {
       if (this.processes.some((p) => p.job?.orgId === orgId)) continue;
-      const runner = this.processes.find((p) => !p.job) ?? (this.processes.length < PROCESSES ? this.spawn() : undefined);
-      if (!runner) return;
+      const { kind } = jobs[0];
+      const runner = this.processes.find((p) => !p.job && p.kind === kind) ?? (this.processes.filter((p) => p.kind === kind).length < PROCESSES ? this.spawn(kind) : undefined);
+      if (!runner) continue; // every process of its kind is busy: the next organization's may be of the other
       const job = jobs.shift()!;
       // This organization's turn is taken: it goes last.
       this.waiting.delete(orgId);
@@ -152,28 +221,24 @@ export class SqliteReadOnlyRunner {
     if (job) this.fail(job, reason);
   }
 
-  private spawn(): QueryProcess {
+  private spawn(kind: Kind): QueryProcess {
     // Plain JavaScript: none of the parent's loaders; its heap and its whole memory bounded.
     const node = ['--max-old-space-size=512'];
-    const child = fork(new URL('./sqlite-governed-process.mjs', import.meta.url), [this.file], {
+    const child = fork(new URL(SCRIPTS[kind], import.meta.url), [this.file], {
       ...(PRLIMIT ? { execPath: PRLIMIT, execArgv: [`--data=${PROCESS_MEMORY_BYTES}`, '--', process.execPath, ...node] } : { execArgv: node }),
       serialization: 'advanced',
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     });
     child.unref();
     child.channel?.unref();
-    const runner: QueryProcess = { child, job: null };
+    const runner: QueryProcess = { kind, child, job: null };
     child.on('message', (answer: Answer) => {
       const job = runner.job;
       if (!job) return;
       runner.job = null;
       clearTimeout(job.timer);
       if (answer.error !== undefined) job.reject(answer.rejected ? new QueryRejectedError(answer.error) : new Error(answer.error));
-      else {
-        const rows = answer.rows!;
-        const type = (i: number) => answer.numericTypes![i] ?? typeFromValues(rows.map((r) => r[i]));
-        job.resolve({ columns: answer.names!.map((name, i) => ({ name, type: type(i) })), rows, truncated: answer.truncated ?? null });
-      }
+      else job.resolve(answer);
       this.dispatch();
     });
     child.on('exit', (code, signal) => {
@@ -186,4 +251,9 @@ export class SqliteReadOnlyRunner {
     this.processes.push(runner);
     return runner;
   }
+}
+
+/** A result column's type: numeric as the process counted its values, else judged by them. */
+function judgedType(answer: Answer, i: number): string {
+  return answer.numericTypes![i] ?? typeFromValues(answer.rows!.map((r) => r[i]));
 }
