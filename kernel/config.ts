@@ -46,6 +46,8 @@ export const settingsSchema = z.object({
   WORKER_POLL_MS: integer(1_000, 10),
   WORKER_LEASE_MS: integer(30_000, 300),
   WORK_TIMEOUT_MS: integer(60 * 60_000, 1),
+  // The longest one recipe run may take (its SQL statement, or its handler in a worker thread).
+  RECIPE_TIMEOUT_S: integer(60 * 60, 1),
   EVENTS_POLL_MS: integer(1_000, 10),
   EVENTS_MAX_ATTEMPTS: integer(10, 1),
   EVENTS_RETENTION_DAYS: integer(7, 1),

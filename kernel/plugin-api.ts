@@ -140,6 +140,11 @@ export interface ExtensionPoint<T> {
    * plugin fails to load, naming the key and both plugins) and the first keeps serving.
    */
   readonly key?: (value: T) => string;
+  /**
+   * A top-level manifest field that contributes to this point (e.g. `recipe_types`): its entries
+   * are contributions as if listed under `contributes[<id>]`, from a plugin depending on the owner.
+   */
+  readonly manifestKey?: string;
   readonly __contribution?: (value: T) => T;
 }
 
@@ -149,7 +154,7 @@ export function extensionPoint<T>(id: string): ExtensionPoint<T> {
 }
 
 /** An extension point whose contributions the kernel checks (schema) and keeps unique (key) before its owner sees them. */
-export function defineExtensionPoint<T>(point: { id: string; schema?: ZodType; key?: (value: T) => string }): ExtensionPoint<T> {
+export function defineExtensionPoint<T>(point: { id: string; schema?: ZodType; key?: (value: T) => string; manifestKey?: string }): ExtensionPoint<T> {
   return point;
 }
 

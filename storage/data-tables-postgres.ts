@@ -160,6 +160,7 @@ export const createPostgresDataTables = (pool: pg.Pool, claims: PostgresTableCla
     return inlineParameters(compiled.sql, compiled.parameters, /^\$(\d+)/, (value) => sqlLiteral(value, ['true', 'false']));
   },
   // POSIX regular expressions, Postgres' own.
+  cast: (expression, type) => sql`cast(${expression} as ${sql.raw(POSTGRES_TYPES[type])})`,
   textBytes: (expression) => sql<number>`coalesce(octet_length(cast(${expression} as text)), 0)`,
   matches: (expression, pattern) => sql<boolean>`(${expression} ~ ${pattern})`,
   async patternError(db, pattern, timeoutMs) {

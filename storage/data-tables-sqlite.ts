@@ -113,6 +113,8 @@ export const createSqliteDataTables = (database: Database.Database): DataTables 
     return inlineParameters(compiled.sql, compiled.parameters, /^\?/, (value) => sqlLiteral(value, ['1', '0']));
   },
   // `regexp` is registered on the connection by the SQLite adapter: RE2, compiled by `compileRegexp`.
+  // Booleans are stored as 0 and 1: a cast to integer writes them so.
+  cast: (expression, type) => sql`cast(${expression} as ${sql.raw(type === 'boolean' ? 'integer' : SQLITE_TYPES[type])})`,
   textBytes: (expression) => sql<number>`coalesce(length(cast(${expression} as blob)), 0)`,
   matches: (expression, pattern) => sql<boolean>`regexp(${pattern}, ${expression})`,
   async patternError(_db, pattern) {

@@ -59,6 +59,11 @@ export interface DataTables {
    * Postgres' POSIX regular expressions (`~`) on Postgres.
    */
   matches(expression: RawBuilder<unknown>, pattern: string): RawBuilder<boolean>;
+  /**
+   * `expression` converted to a column type, as the database converts (Postgres refuses a value
+   * that does not convert; SQLite converts what it can, e.g. 'abc' as an integer is 0).
+   */
+  cast(expression: RawBuilder<unknown>, type: DataColumnType): RawBuilder<unknown>;
   /** The bytes of a value as text (0 for null), as the database counts them: for bounding a page of rows. */
   textBytes(expression: RawBuilder<unknown>): RawBuilder<number>;
   /**

@@ -30,8 +30,11 @@ export const manifestSchema = z
     version: semver,
     kind: z.enum(['router', 'connector', 'recipe-type', 'extension']),
     description: z.string().optional(),
-    /** Entry module, relative to the manifest file's folder. */
-    entry: z.string().min(1),
+    /**
+     * Entry module, relative to the manifest file's folder. A plugin that only contributes from its
+     * manifest (a recipe type whose handler a manifest names) needs none.
+     */
+    entry: z.string().min(1).optional(),
     /** A required plugin that fails stops start-up instead of being skipped. */
     required: z.boolean().default(false),
     /** A disabled plugin is listed but not loaded. */
@@ -65,8 +68,16 @@ export const manifestSchema = z
     /** The plugin's own settings, checked against its definition's `config` schema when it loads. */
     config: z.record(z.string(), z.unknown()).default({}),
   })
-  .strict()
+  // Any other field must be a list contributed to the extension point that names it (its
+  // `manifestKey`, e.g. `recipe_types`); an unknown one fails the plugin's load, naming it.
+  .catchall(z.array(z.unknown()))
   .superRefine((manifest, ctx) => {
+    for (const key of extraManifestKeys(manifest)) {
+      if (!MANIFEST_KEY.test(key)) ctx.addIssue({ code: 'custom', path: [key], message: 'is not a manifest field' });
+    }
+    if (!manifest.entry && (manifest.kind === 'router' || manifest.kind === 'connector')) {
+      ctx.addIssue({ code: 'custom', path: ['entry'], message: `a ${manifest.kind} plugin must name its entry module` });
+    }
     if (manifest.kind === 'router' && !manifest.router) {
       ctx.addIssue({ code: 'custom', path: ['router'], message: 'a router plugin must declare router.prefix and router.tag' });
     }
@@ -79,6 +90,15 @@ export const manifestSchema = z
   });
 
 export type PluginManifest = z.output<typeof manifestSchema>;
+
+/** What an extension point's `manifestKey` may be. */
+const MANIFEST_KEY = /^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$/;
+const KNOWN_FIELDS = new Set(Object.keys(manifestSchema.shape));
+
+/** The fields of a manifest beyond the schema's own: contributions to points by their `manifestKey`. */
+export function extraManifestKeys(manifest: Record<string, unknown>): string[] {
+  return Object.keys(manifest).filter((key) => !KNOWN_FIELDS.has(key));
+}
 
 /** A manifest file as read from disk: parsed, or the reason it could not be. */
 export type ManifestRead =

@@ -20,6 +20,7 @@ export async function pluginMigrationSources(manifestDirs: string[]): Promise<{ 
   const sources: MigrationSource[] = [];
   for (const id of topologicalOrder(new Set(byId.keys()), byId).order) {
     const { manifest, file } = byId.get(id)!;
+    if (!manifest.entry) continue; // contributes from its manifest only: no migrations
     try {
       const exported = (await import(pathToFileURL(path.resolve(path.dirname(file), manifest.entry)).href)).default;
       if (isPluginDefinition(exported) && exported.migrations) sources.push({ pluginId: id, migrations: exported.migrations });

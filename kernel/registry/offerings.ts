@@ -41,6 +41,12 @@ export class OfferingTable {
     }
   }
 
+  /** The extension point a top-level manifest field contributes to (its `manifestKey`), if provided. */
+  pointByManifestKey(key: string): string | undefined {
+    for (const [id, provided] of this.points) if (provided.point.manifestKey === key) return id;
+    return undefined;
+  }
+
   /** The owner of an extension point, if provided. */
   pointOwner(pointId: string): string | undefined {
     return this.points.get(pointId)?.ownerId;

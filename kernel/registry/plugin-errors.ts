@@ -52,6 +52,8 @@ export const pluginErrors = {
     new PluginLoadError('KRN_ERR_PLUGIN_KERNEL_VERSION', `plugin "${id}" supports kernel versions ${range}; this kernel is ${version}`),
   extensionPointMissing: (id: string, point: string) =>
     new PluginLoadError('KRN_ERR_PLUGIN_EXTENSION_POINT_MISSING', `plugin "${id}" contributes to extension point "${point}", which none of the plugins it depends on provides`),
+  manifestFieldUnknown: (id: string, field: string) =>
+    new PluginLoadError('KRN_ERR_PLUGIN_MANIFEST_FIELD_UNKNOWN', `plugin "${id}": manifest field "${field}" is neither a manifest field nor the manifest key of an extension point provided by a plugin it depends on`),
   serviceConflict: (service: string, first: string, second: string) =>
     new PluginLoadError('KRN_ERR_PLUGIN_SERVICE_CONFLICT', `service "${service}" is provided by both plugin "${first}" and plugin "${second}"`),
   serviceMissing: (id: string, service: string) =>

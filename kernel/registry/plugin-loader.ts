@@ -3,10 +3,10 @@ import { pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
 import type { Migration, Migrator } from '../../storage/index.ts';
 import { nonAdditiveChanges } from './additive-schema.ts';
-import { isPluginDefinition, type Contribution, type Disposable, type PluginContext, type PluginContributions, type PluginDefinition, type ServiceRef } from '../plugin-api.ts';
+import { definePlugin, isPluginDefinition, type Contribution, type Disposable, type PluginContext, type PluginContributions, type PluginDefinition, type ServiceRef } from '../plugin-api.ts';
 import { KERNEL_OWNER, type OfferingTable } from './offerings.ts';
 import { LoadedPlugin } from './loaded-plugin.ts';
-import type { PluginManifest } from './manifest.ts';
+import { extraManifestKeys, type PluginManifest } from './manifest.ts';
 import { PluginLoadError, pluginErrors } from './plugin-errors.ts';
 import { satisfies } from 'semver';
 import { RELEASE as KERNEL_VERSION } from '../release.ts';
@@ -42,18 +42,22 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
   const { manifest, file, offerings, dependencies, generation } = request;
   // Refused before any of the plugin's code runs.
   if (manifest.kernel && !satisfies(KERNEL_VERSION, manifest.kernel, { includePrerelease: true })) throw pluginErrors.kernelVersion(manifest.id, manifest.kernel, KERNEL_VERSION);
-  const entryFile = path.resolve(path.dirname(file), manifest.entry);
-  const dir = path.dirname(entryFile);
+  const entryFile = manifest.entry ? path.resolve(path.dirname(file), manifest.entry) : null;
+  // A plugin without an entry module contributes from its manifest only; its module paths are relative to the manifest.
+  const dir = path.dirname(entryFile ?? file);
   const importFresh = async (modulePath: string) => import(`${pathToFileURL(modulePath).href}?generation=${generation}`);
 
-  let exported: unknown;
-  try {
-    exported = (await importFresh(entryFile)).default;
-  } catch (err) {
-    throw pluginErrors.importFailed(manifest.entry, (err as Error).message);
+  let definition: PluginDefinition = MANIFEST_ONLY;
+  if (entryFile) {
+    let exported: unknown;
+    try {
+      exported = (await importFresh(entryFile)).default;
+    } catch (err) {
+      throw pluginErrors.importFailed(manifest.entry!, (err as Error).message);
+    }
+    if (!isPluginDefinition(exported)) throw pluginErrors.notAPlugin(manifest.entry!);
+    definition = exported;
   }
-  if (!isPluginDefinition(exported)) throw pluginErrors.notAPlugin(manifest.entry);
-  const definition = exported;
 
   const disposables: Disposable[] = [];
   const services: Record<string, unknown> = {};
@@ -117,7 +121,8 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
   try {
     // Everything that can be checked without running the plugin is checked before its migrations
     // change the schema: a version refused here leaves nothing behind.
-    for (const [pointId, entries] of Object.entries(manifest.contributes)) {
+    const declared = declaredContributions(manifest, offerings);
+    for (const [pointId, entries] of declared) {
       checkPoint(pointId);
       for (const value of entries) await offerings.check(pointId, contribution(value));
     }
@@ -128,7 +133,7 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
       env.initTimeoutMs,
       () => pluginErrors.timeout(manifest.id, env.initTimeoutMs),
     );
-    for (const [pointId, entries] of Object.entries(manifest.contributes)) entries.forEach((entry) => contribute(pointId, entry));
+    for (const [pointId, entries] of declared) entries.forEach((entry) => contribute(pointId, entry));
     await settle();
     const plugin = new LoadedPlugin(manifest, file, dir, (contributions as PluginContributions | undefined)?.routes ?? [], env.logger);
     disposables.forEach((d) => plugin.addDisposable(d));
@@ -192,4 +197,21 @@ function pluginConfig(manifest: PluginManifest, definition: PluginDefinition): u
   const issue = parsed.error.issues[0];
   const keys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
   throw pluginErrors.configInvalid(manifest.id, issue.path.join('.') || '(section)', `${issue.message}${keys}`);
+}
+
+/** The definition of a plugin whose manifest names no entry module: it only contributes what its manifest declares. */
+const MANIFEST_ONLY: PluginDefinition = definePlugin({ deps: {}, init: () => undefined });
+
+/**
+ * What a manifest contributes, by extension point: its `contributes`, and each field an extension
+ * point claims as its `manifestKey` (`recipe_types`); a field no point claims fails the load.
+ */
+function declaredContributions(manifest: PluginManifest, offerings: OfferingTable): [string, unknown[]][] {
+  const declared = new Map(Object.entries(manifest.contributes));
+  for (const key of extraManifestKeys(manifest)) {
+    const pointId = offerings.pointByManifestKey(key);
+    if (!pointId) throw pluginErrors.manifestFieldUnknown(manifest.id, key);
+    declared.set(pointId, [...(declared.get(pointId) ?? []), ...((manifest as Record<string, unknown>)[key] as unknown[])]);
+  }
+  return [...declared];
 }

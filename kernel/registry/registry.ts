@@ -332,7 +332,7 @@ export class PluginRegistry implements PluginRegistryService {
 }
 
 function codeDirOf(entry: Entry): string | undefined {
-  if (!entry.read.ok || !entry.read.manifest.enabled) return undefined;
+  if (!entry.read.ok || !entry.read.manifest.enabled || !entry.read.manifest.entry) return undefined;
   return path.dirname(path.resolve(path.dirname(entry.file), entry.read.manifest.entry));
 }
 

@@ -98,6 +98,11 @@ export class DatasetStore {
     return { items: rows.map((r) => this.decode(r)), total: Number(total) };
   }
 
+  async inProject(orgId: number, projectId: number): Promise<Dataset[]> {
+    const rows = await this.storage.db.selectFrom('datasets').selectAll().where('org_id', '=', orgId).where('project_id', '=', projectId).orderBy('id').execute();
+    return rows.map((r) => this.decode(r));
+  }
+
   async findByNames(orgId: number, names: string[]): Promise<Dataset[]> {
     if (names.length === 0) return [];
     const lower = names.map((n) => n.toLowerCase());

@@ -6,10 +6,12 @@ import { RowPolicies } from './row-policies.ts';
 import { datasetCatalog, datasetContracts } from './public.ts';
 import { contractOperations, ContractService } from './contracts.ts';
 import { DatasetStore, type Dataset } from './dataset-store.ts';
-import { DatasetLoader } from './loader.ts';
+import { columnLookup, compileFilter } from './filters.ts';
+import { DatasetLoader, type StagedTarget } from './loader.ts';
 import { datasetMigrations } from './migrations.ts';
 import { datasetRoutes, parseUploadLimit } from './routes.ts';
 import { rowsReader, seesPii } from './rows-query.ts';
+import { parseJsonValue } from './values.ts';
 
 /** The `datasets` router: datasets as real tables, CSV and JSON ingest, row queries, export, schema contracts. */
 export default definePlugin({
@@ -23,7 +25,7 @@ export default definePlugin({
     });
     const contracts = new ContractService(storage);
     const operations = contractOperations(store, contracts);
-    const loader = new DatasetLoader(storage, store);
+    const loader = new DatasetLoader(storage, store, events);
     const abandoned = await loader.dropAbandoned();
     if (abandoned.length) logger.warn({ tables: abandoned }, 'dropped the staging tables of loads that were cut short');
     const policies = new RowPolicies(storage, groups, identity);
@@ -31,13 +33,20 @@ export default definePlugin({
     ctx.provideService(datasetCatalog, {
       get: (orgId, id) => store.get(orgId, id),
       findByNames: (orgId, names) => store.findByNames(orgId, names),
+      inProject: (orgId, projectId) => store.inProject(orgId, projectId),
       load: (dataset, columns, batches, mode) => loader.load(dataset as Dataset, columns, batches, mode),
+      replace: (targets, fill) => loader.replace(targets as StagedTarget[], fill),
+      condition: (columns, filter, where) => {
+        const column = columnLookup(columns.map((c) => ({ ...c, pii: false, description: null })));
+        return compileFilter(filter, (name) => column(name, where), where);
+      },
       // The catalog hands out the datasets it read itself, which carry their table name.
       table: (dataset) => storage.dataTables.ref(dataset.org_id, (dataset as Dataset).table_name),
       tableName: (dataset) => (dataset as Dataset).table_name,
       seesPii,
       scope: (principal, dataset) => policies.scope(principal, dataset as Dataset),
       decode: (type, value) => storage.dataTables.decode(type, value),
+      parseValue: parseJsonValue,
       rows: readRows,
     });
     ctx.provideService(datasetContracts, operations);

@@ -24,6 +24,7 @@ export const dataValueSchema = z
 export interface DatasetInfo {
   id: number;
   org_id: number;
+  project_id: number;
   name: string;
   columns: { name: string; type: DataColumnType; pii: boolean }[];
   row_count: number;
@@ -62,6 +63,8 @@ export interface RowsPage {
 export interface DatasetCatalog {
   /** The dataset if it belongs to the organization, else a 404 problem. */
   get(orgId: number, id: number): Promise<DatasetInfo>;
+  /** The datasets of a project of the organization, by id. */
+  inProject(orgId: number, projectId: number): Promise<DatasetInfo[]>;
   /** The organization's datasets with these names (names are matched ignoring case). */
   findByNames(orgId: number, names: string[]): Promise<DatasetInfo[]>;
   /** The dataset's table, for queries pushed down to the database. */
@@ -80,8 +83,27 @@ export interface DatasetCatalog {
    * the new schema, `append` needs the dataset's columns.
    */
   load(dataset: DatasetInfo, columns: { name: string; type: DataColumnType }[], batches: AsyncIterable<unknown[][]>, mode: 'append' | 'replace'): Promise<{ dataset: DatasetInfo; loaded: number }>;
+  /**
+   * Replaces the rows and columns of several datasets of one organization all or nothing (a
+   * recipe's outputs): `fill` writes each staging table, named within the organization's
+   * namespace in the order of `targets` and created empty with the target's columns, in the
+   * database (`Storage.writeGoverned`), and answers the rows it wrote to each; then every dataset
+   * is swapped in one transaction (its version grows, `dataset.updated` is published), or none is.
+   * A column flagged `pii` is PII in the dataset from then on.
+   */
+  replace(targets: { dataset: DatasetInfo; columns: (DataColumn & { pii?: boolean })[] }[], fill: (staging: string[]) => Promise<number[]>): Promise<{ dataset: DatasetInfo; rows: number }[]>;
+  /**
+   * A `column:operator:value` filter (the language of `GET …/rows`) as a condition on a table with
+   * `columns`; an unknown column or operator or a value of the wrong type is a 400 naming `where`.
+   */
+  condition(columns: DataColumn[], filter: string, where: string): RawBuilder<boolean>;
   /** Turns a stored value back into its API value. */
   decode(type: DataColumnType, value: unknown): unknown;
+  /**
+   * A JSON value (as a JSON body of rows carries it) as a typed value for `load`; a value that does
+   * not fit the type throws an Error saying why ("expected an integer, got \"abc\"").
+   */
+  parseValue(type: DataColumnType, value: unknown): unknown;
   /**
    * A page of the dataset's rows as the caller may see them (PII masked, row policies applied):
    * the very path of `GET /api/datasets/{id}/rows`, with its 400, 403 and 404 problems. For API
@@ -151,4 +173,17 @@ export const DATASET_DELETED = 'datasets.deleted';
 export interface DatasetDeletedEvent {
   dataset_id: number;
   name: string;
+}
+
+/**
+ * The durable event published in the transaction that changes a dataset's rows (an upload, an
+ * append, a recipe's output swapped in): `version` is the dataset's new version.
+ */
+export const DATASET_UPDATED = 'dataset.updated';
+export interface DatasetUpdatedEvent {
+  dataset_id: number;
+  name: string;
+  version: number;
+  row_count: number;
+  mode: 'append' | 'replace';
 }

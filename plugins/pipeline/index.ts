@@ -1,20 +1,61 @@
 import { definePlugin, kernelServices } from '../../kernel/plugin-api.ts';
-import { pipelineRecipeTypes, recipeTypes } from './public.ts';
+import { datasetCatalog, DATASET_DELETED, type DatasetDeletedEvent } from '../datasets/public.ts';
+import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
+import { pipelineMigrations } from './migrations.ts';
+import { RecipePlanning } from './planning.ts';
+import { pipelineGraph, pipelineRecipeTypes, pipelineRuns, recipeTypes } from './public.ts';
+import { RecipeChecks } from './recipe-checks.ts';
+import { RecipeExecution } from './recipe-execution.ts';
+import { RecipeStore } from './recipe-store.ts';
 import { RecipeTypes } from './recipe-types.ts';
+import { pipelineRoutes } from './routes.ts';
+import { PipelineRunner } from './runs.ts';
+import { RunStore } from './run-store.ts';
+import { graphService } from './graph-service.ts';
+
+/** How often an instance looks for runs whose work ended without them (an instance killed twice mid-run). */
+const SETTLE_EVERY_MS = 15_000;
 
 /**
- * The `pipeline` router. For now it owns the recipe types (spec §2.7): plugins contribute them to
- * `pipeline.recipe-types`, the pipeline's code finds them through `pipelineRecipeTypes`, and
- * `GET /api/plugins/recipe-types` lists them through the registry's `contributions`.
+ * The `pipeline` router: recipes over datasets, the recipe types plugins contribute
+ * (`pipeline.recipe-types`), runs as background work, builds, flows; and the services the jobs,
+ * lineage, scheduler and scenarios build on (`pipeline.runs`, `pipeline.graph`).
  */
 export default definePlugin({
-  deps: { enablement: kernelServices.pluginEnablement },
-  init: ({ enablement }, ctx) => {
+  deps: { storage: kernelServices.storage, enablement: kernelServices.pluginEnablement, work: kernelServices.work, events: kernelServices.events, config: kernelServices.config, logger: kernelServices.logger },
+  migrations: pipelineMigrations,
+  init: ({ storage, enablement, work, events, config, logger }, ctx) => {
     const types = new RecipeTypes(ctx.pluginId, enablement);
     ctx.provideExtensionPoint(recipeTypes, (contribution) => types.accept(contribution), {
       check: (contribution) => types.check(contribution),
       list: async (orgId) => (await types.list(orgId)).map((type) => ({ id: type.id, plugin_id: type.pluginId, description: type.description, params: type.params })),
     });
     ctx.provideService(pipelineRecipeTypes, types);
+
+    const catalog = ctx.useService(datasetCatalog);
+    const projects = ctx.useService(projectCatalog);
+    const recipes = new RecipeStore(storage);
+    const runs = new RunStore(storage);
+    const planning = new RecipePlanning(storage, catalog);
+    const execution = new RecipeExecution(storage, catalog, types, planning);
+    const checks = new RecipeChecks(projects, planning, execution);
+    const runner = new PipelineRunner(storage, work, runs, recipes, execution, catalog, config.RECIPE_TIMEOUT_S);
+    runner.register();
+    ctx.provideService(pipelineRuns, runner);
+    ctx.provideService(pipelineGraph, graphService(recipes, execution, planning));
+
+    ctx.contribute(projectDeleteGuards, async (orgId, projectId) => {
+      const count = await recipes.countInProject(orgId, projectId);
+      return count ? `it holds ${count} recipe${count === 1 ? '' : 's'}; delete them first` : null;
+    });
+    events.subscribe('dataset-deleted', {
+      types: [DATASET_DELETED],
+      handle: async (event) => recipes.unlinkDataset(event.org_id!, (event.payload as DatasetDeletedEvent).dataset_id),
+    });
+    const settle = setInterval(() => void runner.settleAbandoned().catch((err) => logger.warn({ err }, 'settling abandoned pipeline runs failed')), SETTLE_EVERY_MS);
+    settle.unref();
+    ctx.onDispose(() => clearInterval(settle));
+
+    return { routes: pipelineRoutes({ recipes, checks, runner, runs, catalog, projects }) };
   },
 });

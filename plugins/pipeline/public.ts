@@ -3,21 +3,70 @@
  * through which the pipeline's own code finds one (references and types only).
  */
 import { z } from 'zod';
-import { defineExtensionPoint, pluginServiceRef, type FieldError } from '../../kernel/plugin-api.ts';
+import type { RawBuilder } from 'kysely';
+import { defineExtensionPoint, pluginServiceRef, type FieldError, type Principal } from '../../kernel/plugin-api.ts';
+import type { DataColumn, DataColumnType } from '../../storage/index.ts';
 
 /** A JSON Schema (draft 2020-12, the dialect of OpenAPI 3.1) as a plain object. */
 export type JsonSchema = Record<string, unknown>;
 
-/** What a recipe handler is given for one run. */
-export interface RecipeRun<P> {
-  /** The recipe's parameters, valid against its type's `params` schema. */
-  params: P;
-  orgId: number;
-  /** Aborted when the run is cancelled or times out. */
-  signal: AbortSignal;
+/** A recipe input or output as a recipe type sees it. */
+export interface RecipeDataset {
+  id: number;
+  name: string;
+  columns: DataColumn[];
 }
 
-export type RecipeHandler<P = any> = (run: RecipeRun<P>) => unknown;
+/** How an output column comes from the inputs: for column-level lineage. */
+export type ColumnTransformation = 'identity' | 'renamed' | 'cast' | 'derived' | 'aggregated';
+export interface ColumnOrigin {
+  /** The input columns it is computed from (`input`: the index among the recipe's inputs). */
+  from: { input: number; column: string }[];
+  transformation: ColumnTransformation;
+}
+
+/**
+ * One output of a planned recipe: a SELECT over the inputs, named by their dataset names (as a
+ * query builder fragment, or as SQL text a user wrote, which is run as written).
+ */
+export interface PlannedOutput {
+  select: RawBuilder<unknown> | string;
+  /** The columns the SELECT answers, in order, each with where it comes from. */
+  columns: (DataColumn & { origin: ColumnOrigin })[];
+}
+
+/** What a planner is given: the recipe's parameters and its datasets as they are now. */
+export interface RecipePlanContext<P> {
+  params: P;
+  inputs: RecipeDataset[];
+  /** How many outputs the recipe has. */
+  outputs: number;
+  /** A `column:operator:value` filter (the language of `GET …/rows`) on `input` as a condition; a bad one is a 400 naming `where`. */
+  condition(input: RecipeDataset, filter: string, where: string): RawBuilder<boolean>;
+  /** `expression` converted to a column type, as the database writes it. */
+  cast(expression: RawBuilder<unknown>, type: DataColumnType): RawBuilder<unknown>;
+  /**
+   * The result columns of a SELECT over the inputs (governed: what `/api/sql` may read), without
+   * running it; a statement the database refuses is a 400 naming `where` (e.g. `body.params.query`).
+   */
+  describe(select: RawBuilder<unknown> | string, where: string): Promise<DataColumn[]>;
+}
+
+/**
+ * Plans a recipe as SQL run in the database (`INSERT … SELECT`, no row through Node): one SELECT
+ * per output. A parameter that does not fit the inputs (an unknown column) is a 400 problem naming
+ * it under `body.params`. Called when a recipe is saved (its check), asked its schema, and run.
+ */
+export type RecipePlanner<P = any> = (context: RecipePlanContext<P>) => PlannedOutput[] | Promise<PlannedOutput[]>;
+
+/** What a recipe handler gets for one run, in a worker thread (see the README's plugin recipe types). */
+export interface RecipeHandlerContext<P = any> {
+  params: P;
+  inputs: { dataset: RecipeDataset; rows(): AsyncIterable<Record<string, unknown>> }[];
+  output: { columns(columns: DataColumn[]): void | Promise<void>; write(rows: Record<string, unknown>[]): Promise<void> };
+  signal: AbortSignal;
+  log: { info(message: string): void; warn(message: string): void; error(message: string): void };
+}
 
 interface RecipeTypeFields {
   /** Unique across plugins: a second plugin contributing the same id fails to load. */
@@ -25,22 +74,32 @@ interface RecipeTypeFields {
   description?: string;
   /** The JSON Schema of the parameters, compiled when the type is contributed. */
   params: JsonSchema;
+  /** How many inputs a recipe of the type takes (default: at least 1, any number). */
+  inputs?: { min: number; max?: number };
+  /** How many outputs (default 1). */
+  outputs?: number;
 }
 
-/** A recipe type contributed from code, its handler a function. */
-export interface CodeRecipeType<P = any> extends RecipeTypeFields {
-  run: RecipeHandler<P>;
+/** A recipe type run as SQL in the database (the built-in visual types and `sql`): from code only. */
+export interface PlannedRecipeType<P = any> extends RecipeTypeFields {
+  plan: RecipePlanner<P>;
 }
 
-/** A recipe type as a manifest declares it: `handler` names `module:function`, the module relative to the plugin's folder. */
-export interface DeclaredRecipeType extends RecipeTypeFields {
+/**
+ * A recipe type whose handler streams rows in a worker thread: `handler` names `module:function`,
+ * the module relative to the contributing plugin's folder (for a manifest without an entry module,
+ * the manifest's folder).
+ */
+export interface HandledRecipeType extends RecipeTypeFields {
   handler: string;
 }
 
-export type RecipeTypeContribution = CodeRecipeType | DeclaredRecipeType;
+export type RecipeTypeContribution = PlannedRecipeType | HandledRecipeType;
 
-/** A recipe type contributed from code, its handler typed by its parameters. */
-export function recipeType<P>(type: CodeRecipeType<P>): CodeRecipeType<P> {
+/** A recipe type contributed from code, its planner typed by its parameters. */
+export function recipeType<P>(type: PlannedRecipeType<P>): PlannedRecipeType<P>;
+export function recipeType(type: HandledRecipeType): HandledRecipeType;
+export function recipeType(type: RecipeTypeContribution): RecipeTypeContribution {
   return type;
 }
 
@@ -49,11 +108,13 @@ const contributionSchema = z
     id: z.string().regex(/^[a-z][a-z0-9_.-]*$/, 'must be a lower-case identifier such as uppercase_column'),
     description: z.string().optional(),
     params: z.record(z.string(), z.unknown()).describe('JSON Schema of the recipe parameters'),
+    inputs: z.object({ min: z.number().int().min(0), max: z.number().int().min(1).optional() }).strict().optional(),
+    outputs: z.number().int().min(1).max(16).optional(),
     handler: z.string().regex(/^[^:]+:[A-Za-z_$][\w$]*$/, 'must be "module:function", module relative to the plugin folder').optional(),
-    run: z.custom<RecipeHandler>((value) => typeof value === 'function', 'must be a function').optional(),
+    plan: z.custom<RecipePlanner>((value) => typeof value === 'function', 'must be a function').optional(),
   })
   .strict()
-  .refine((type) => (type.handler === undefined) !== (type.run === undefined), 'must have either run (a function, from code) or handler ("module:function", from a manifest)');
+  .refine((type) => (type.handler === undefined) !== (type.plan === undefined), 'must have either plan (a function, from code) or handler ("module:function")');
 
 /**
  * The recipe types (spec §2.7): one per id, from code (`run`) or a manifest's `contributes`
@@ -62,6 +123,7 @@ const contributionSchema = z
  */
 export const recipeTypes = defineExtensionPoint<RecipeTypeContribution>({
   id: 'pipeline.recipe-types',
+  manifestKey: 'recipe_types',
   key: (type) => type.id,
   schema: contributionSchema,
 });
@@ -72,7 +134,12 @@ export interface OfferedRecipeType {
   pluginId: string;
   description: string | null;
   params: JsonSchema;
-  run: RecipeHandler;
+  inputs: { min: number; max: number | null };
+  outputs: number;
+  /** Set for a type run as SQL. */
+  plan: RecipePlanner | null;
+  /** Set for a type run by a handler in a worker thread: its module's absolute path and export. */
+  handler: { modulePath: string; exportName: string } | null;
   /** Where `params` fails the type's schema, as field errors under `location` (`body.params.field`); empty when valid. */
   check(params: unknown, location?: string): FieldError[];
 }
@@ -85,3 +152,128 @@ export interface RecipeTypeCatalog {
 }
 
 export const pipelineRecipeTypes = pluginServiceRef<RecipeTypeCatalog>('pipeline.recipe-types');
+
+export type RunKind = 'recipe' | 'job';
+export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'skipped';
+export type RunTrigger = 'manual' | 'api' | 'schedule' | 'scenario' | 'dependency';
+export const RUN_STATUSES: RunStatus[] = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'skipped'];
+export const RUN_TRIGGERS: RunTrigger[] = ['manual', 'api', 'schedule', 'scenario', 'dependency'];
+export const BUILD_MODES = ['build', 'build_required', 'force'] as const;
+export type BuildMode = (typeof BUILD_MODES)[number];
+
+/** A run of a recipe, or of a build (a job's run, with one child run per recipe). */
+export interface Run {
+  id: number;
+  kind: RunKind;
+  status: RunStatus;
+  trigger: RunTrigger;
+  project_id: number;
+  recipe_id: number | null;
+  job_id: number | null;
+  parent_run_id: number | null;
+  /** A build's target datasets and mode (null for a recipe's run). */
+  targets: number[] | null;
+  mode: string | null;
+  created_by: number | null;
+  created_at: string;
+  started_at: string | null;
+  ended_at: string | null;
+  duration_ms: number | null;
+  rows_written: number | null;
+  error: { title: string; detail: string } | null;
+  /** The version of each input a recipe's run read (dataset id → version), once it succeeded. */
+  input_versions: Record<string, number> | null;
+}
+
+export interface RunFilter {
+  status?: RunStatus[];
+  kind?: RunKind;
+  trigger?: RunTrigger;
+  project_id?: number;
+  job_id?: number;
+  recipe_id?: number;
+  parent_run_id?: number;
+  /** ISO-8601, on created_at: since inclusive, until exclusive. */
+  since?: string;
+  until?: string;
+  limit: number;
+  cursor?: string;
+}
+
+/** A build: the recipes producing `targets` and, by `mode`, those upstream (spec: jobs). */
+export interface BuildRequest {
+  project_id: number;
+  targets: number[];
+  mode: BuildMode;
+  trigger: RunTrigger;
+  job_id?: number | null;
+  /** The run of a scenario or other run this build belongs to. */
+  parent_run_id?: number | null;
+}
+
+/**
+ * Runs as other plugins start and read them (jobs, scenarios, schedules): each run is background
+ * work of the kernel, started for `principal` (it runs with that user's capabilities).
+ */
+export interface PipelineRuns {
+  runRecipe(orgId: number, recipeId: number, principal: Principal, trigger: RunTrigger, parentRunId?: number | null): Promise<Run>;
+  build(orgId: number, request: BuildRequest, principal: Principal): Promise<Run>;
+  get(orgId: number, id: number): Promise<Run>;
+  list(orgId: number, filter: RunFilter): Promise<{ items: Run[]; next_cursor: string | null }>;
+  cancel(orgId: number, id: number): Promise<Run>;
+}
+
+export const pipelineRuns = pluginServiceRef<PipelineRuns>('pipeline.runs');
+
+/** A recipe as the graph and lineage see it. */
+export interface RecipeSummary {
+  id: number;
+  project_id: number;
+  name: string;
+  type: string;
+  inputs: number[];
+  outputs: number[];
+}
+
+/**
+ * The organization's recipes as a graph over datasets, with where each output column comes from:
+ * for lineage and impact analysis.
+ */
+export interface PipelineGraph {
+  recipes(orgId: number): Promise<RecipeSummary[]>;
+  /**
+   * The columns of each output of the recipe with their origins (indexes into `recipe.inputs`),
+   * planned from its definition without running it; null for a handler type (unknown) or a recipe
+   * that no longer plans (an input changed under it).
+   */
+  columnOrigins(orgId: number, recipeId: number): Promise<{ dataset_id: number; columns: { name: string; origin: ColumnOrigin }[] }[] | null>;
+}
+
+export const pipelineGraph = pluginServiceRef<PipelineGraph>('pipeline.graph');
+
+/** A run as the API answers it (for the routes of plugins that start runs: jobs, scenarios). */
+export const runSchema = z
+  .object({
+    id: z.number().int(),
+    kind: z.enum(['recipe', 'job']),
+    status: z.enum(RUN_STATUSES as [RunStatus, ...RunStatus[]]),
+    trigger: z.enum(RUN_TRIGGERS as [RunTrigger, ...RunTrigger[]]),
+    project_id: z.number().int(),
+    recipe_id: z.number().int().nullable(),
+    job_id: z.number().int().nullable(),
+    parent_run_id: z.number().int().nullable(),
+    targets: z.array(z.number().int()).nullable().describe("A build's target datasets"),
+    mode: z.string().nullable().describe("A build's mode"),
+    created_by: z.number().int().nullable(),
+    created_at: z.string(),
+    started_at: z.string().nullable(),
+    ended_at: z.string().nullable(),
+    duration_ms: z.number().nullable(),
+    rows_written: z.number().int().nullable(),
+    error: z.object({ title: z.string(), detail: z.string() }).nullable(),
+    input_versions: z.record(z.string(), z.number().int()).nullable().describe('The version of each input dataset (by id) a successful recipe run read'),
+  })
+  .meta({ id: 'PipelineRun' });
+
+export const runAnswer = z.object({ run: runSchema }).meta({ id: 'PipelineRunStarted' });
+

@@ -1,6 +1,8 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import type { Contribution, Disposable, FieldError, PluginEnablementService } from '../../kernel/plugin-api.ts';
-import type { OfferedRecipeType, RecipeHandler, RecipeTypeCatalog, RecipeTypeContribution } from './public.ts';
+import type { OfferedRecipeType, RecipeTypeCatalog, RecipeTypeContribution } from './public.ts';
 
 /**
  * The recipe types contributed to `pipeline.recipe-types`. A contribution is resolved (its params
@@ -45,16 +47,18 @@ export class RecipeTypes implements RecipeTypeCatalog {
   }
 }
 
-/** The contribution as offered: params compiled, handler a function; a throw names what is wrong. */
-async function resolve({ value, pluginId, importModule }: Contribution<RecipeTypeContribution>): Promise<OfferedRecipeType> {
+/** The contribution as offered: params compiled, handler found; a throw names what is wrong. */
+async function resolve({ value, pluginId, dir, importModule }: Contribution<RecipeTypeContribution>): Promise<OfferedRecipeType> {
   const validate = compile(value.id, value.params);
-  const run = 'run' in value ? value.run : await importHandler(value.id, value.handler, importModule);
   return {
     id: value.id,
     pluginId,
     description: value.description ?? null,
     params: value.params,
-    run,
+    inputs: { min: value.inputs?.min ?? 1, max: value.inputs?.max ?? null },
+    outputs: value.outputs ?? 1,
+    plan: 'plan' in value ? value.plan : null,
+    handler: 'handler' in value ? await findHandler(value.id, value.handler, dir, importModule) : null,
     check: (params, location = 'body.params') => (validate(params) ? [] : (validate.errors ?? []).map((error) => fieldError(error, location))),
   };
 }
@@ -69,17 +73,25 @@ function compile(id: string, params: Record<string, unknown>): ValidateFunction 
   }
 }
 
-async function importHandler(id: string, handler: string, importModule: Contribution<unknown>['importModule']): Promise<RecipeHandler> {
+/** Module suffixes tried, in order, for a handler module named without one. */
+const MODULE_SUFFIXES = ['', '.ts', '.mts', '.js', '.mjs'];
+
+/**
+ * The handler's module file and export. It is imported once here, to refuse a contribution whose
+ * handler is not a function; each run imports it again in its own worker thread.
+ */
+async function findHandler(id: string, handler: string, dir: string, importModule: Contribution<unknown>['importModule']) {
   const [modulePath, exportName] = handler.split(':');
+  const file = MODULE_SUFFIXES.map((suffix) => path.resolve(dir, modulePath + suffix)).find((candidate) => fs.statSync(candidate, { throwIfNoEntry: false })?.isFile());
   let module: Record<string, unknown>;
   try {
-    module = await importModule(modulePath);
+    if (!file) throw new Error(`no module ${modulePath} in ${dir}`);
+    module = await importModule(path.relative(dir, file));
   } catch (err) {
     throw new Error(`recipe type "${id}": handler ${handler} cannot be imported: ${(err as Error).message}`);
   }
-  const run = module[exportName];
-  if (typeof run !== 'function') throw new Error(`recipe type "${id}": handler ${handler} does not export a function named ${exportName}`);
-  return run as RecipeHandler;
+  if (typeof module[exportName] !== 'function') throw new Error(`recipe type "${id}": handler ${handler} does not export a function named ${exportName}`);
+  return { modulePath: file, exportName };
 }
 
 /** An ajv error as a field error: its instance path (a missing or extra property named) under `location`. */

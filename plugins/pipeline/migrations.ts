@@ -1,0 +1,83 @@
+import { sql } from 'kysely';
+import type { Migration } from '../../storage/index.ts';
+
+/**
+ * The pipeline's tables: recipes and the datasets they read and write, runs and their log lines.
+ * A dataset is the output of at most one recipe: a unique index says so, whoever writes.
+ */
+export const pipelineMigrations: Record<string, Migration> = {
+  '2026-11-25T1000_pipeline_recipes': {
+    async up({ db, storage }) {
+      const { types } = storage;
+      await storage
+        .addIdColumn(db.schema.createTable('pipeline_recipes'))
+        .addColumn('org_id', 'integer', (c) => c.notNull().references('organizations.id').onDelete('cascade'))
+        .addColumn('project_id', 'integer', (c) => c.notNull())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('type', 'text', (c) => c.notNull())
+        .addColumn('params', types.json, (c) => c.notNull())
+        .addColumn('created_by', 'integer')
+        .addColumn('created_at', types.timestamp, (c) => c.notNull())
+        .addColumn('updated_at', types.timestamp, (c) => c.notNull())
+        .addUniqueConstraint('pipeline_recipes_name', ['org_id', 'project_id', 'name'])
+        .execute();
+      await storage
+        .addIdColumn(db.schema.createTable('pipeline_recipe_datasets'))
+        .addColumn('recipe_id', 'integer', (c) => c.notNull().references('pipeline_recipes.id').onDelete('cascade'))
+        .addColumn('org_id', 'integer', (c) => c.notNull())
+        .addColumn('dataset_id', 'integer', (c) => c.notNull())
+        .addColumn('role', 'text', (c) => c.notNull())
+        .addColumn('position', 'integer', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('pipeline_recipe_datasets_recipe').on('pipeline_recipe_datasets').columns(['recipe_id', 'role', 'position']).execute();
+      await db.schema.createIndex('pipeline_recipe_datasets_dataset').on('pipeline_recipe_datasets').columns(['org_id', 'dataset_id']).execute();
+      await db.schema.createIndex('pipeline_one_producer').on('pipeline_recipe_datasets').column('dataset_id').unique().where(sql.ref('role'), '=', 'output').execute();
+    },
+    async down({ db }) {
+      await db.schema.dropTable('pipeline_recipe_datasets').execute();
+      await db.schema.dropTable('pipeline_recipes').execute();
+    },
+  },
+  '2026-11-25T1010_pipeline_runs': {
+    async up({ db, storage }) {
+      const { types } = storage;
+      await storage
+        .addIdColumn(db.schema.createTable('pipeline_runs'))
+        .addColumn('org_id', 'integer', (c) => c.notNull().references('organizations.id').onDelete('cascade'))
+        .addColumn('kind', 'text', (c) => c.notNull())
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('trigger', 'text', (c) => c.notNull())
+        .addColumn('project_id', 'integer', (c) => c.notNull())
+        .addColumn('recipe_id', 'integer')
+        .addColumn('job_id', 'integer')
+        .addColumn('parent_run_id', 'integer')
+        .addColumn('work_id', 'integer')
+        .addColumn('targets', types.json)
+        .addColumn('mode', 'text')
+        .addColumn('input_versions', types.json)
+        .addColumn('waits_for', types.json)
+        .addColumn('created_by', 'integer')
+        .addColumn('created_at', types.timestamp, (c) => c.notNull())
+        .addColumn('started_at', types.timestamp)
+        .addColumn('ended_at', types.timestamp)
+        .addColumn('rows_written', types.bigint)
+        .addColumn('error', types.json)
+        .execute();
+      await db.schema.createIndex('pipeline_runs_listing').on('pipeline_runs').columns(['org_id', 'id']).execute();
+      await db.schema.createIndex('pipeline_runs_parent').on('pipeline_runs').column('parent_run_id').execute();
+      await db.schema.createIndex('pipeline_runs_recipe').on('pipeline_runs').columns(['recipe_id', 'status']).execute();
+      await storage
+        .addIdColumn(db.schema.createTable('pipeline_run_logs'))
+        .addColumn('run_id', 'integer', (c) => c.notNull().references('pipeline_runs.id').onDelete('cascade'))
+        .addColumn('ts', types.timestamp, (c) => c.notNull())
+        .addColumn('level', 'text', (c) => c.notNull())
+        .addColumn('message', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('pipeline_run_logs_run').on('pipeline_run_logs').columns(['run_id', 'id']).execute();
+    },
+    async down({ db }) {
+      await db.schema.dropTable('pipeline_run_logs').execute();
+      await db.schema.dropTable('pipeline_runs').execute();
+    },
+  },
+};
