@@ -197,6 +197,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     if (m.path.startsWith('/api/data-quality/rules/')) return ruleA;
     if (m.path.startsWith('/api/data-quality/datasets/')) return datasetA;
     if (m.path.startsWith('/api/statistics/datasets/')) return datasetA;
+    if (m.path.startsWith('/api/lineage/datasets/')) return datasetA;
     return undefined;
   }
 
