@@ -12,7 +12,7 @@ export function graphService(recipes: RecipeStore, execution: RecipeExecution, p
       try {
         const type = await execution.typeFor(orgId, recipe.type, recipe.params);
         if (!type.plan) return null;
-        const inputs = await planning.datasets(orgId, recipe.inputs, 'inputs');
+        const inputs = await planning.expected(await planning.datasets(orgId, recipe.inputs, 'inputs'), null);
         const planned = await planning.plan(type, recipe.params, null, inputs, recipe.outputs.length);
         return planned.map((output, i) => ({ dataset_id: recipe.outputs[i], columns: output.planned.columns.map((c) => ({ name: c.name, origin: c.origin })) }));
       } catch {

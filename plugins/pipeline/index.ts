@@ -36,7 +36,13 @@ export default definePlugin({
     const projects = ctx.useService(projectCatalog);
     const recipes = new RecipeStore(storage);
     const runs = new RunStore(storage);
-    const planning = new RecipePlanning(storage, catalog);
+    const planning = new RecipePlanning(storage, catalog, async (orgId, datasetId) => {
+      const recipeId = await recipes.producerOf(orgId, datasetId);
+      if (recipeId === null) return null;
+      const recipe = await recipes.get(orgId, recipeId);
+      const type = await types.get(orgId, recipe.type);
+      return type ? { recipe, type } : null;
+    });
     const execution = new RecipeExecution(storage, catalog, types, planning);
     const checks = new RecipeChecks(projects, planning, execution);
     const runner = new PipelineRunner(storage, work, runs, recipes, execution, catalog, config.RECIPE_TIMEOUT_S);

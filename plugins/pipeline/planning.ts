@@ -3,6 +3,10 @@ import { problems, type Principal } from '../../kernel/plugin-api.ts';
 import { GovernedSqlUnavailableError, QueryRejectedError, QueryTimeoutError, SelectRefusedError, type DataColumn, type GovernedDataset, type Storage } from '../../storage/index.ts';
 import { PII_MASK, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
 import type { OfferedRecipeType, PlannedOutput, RecipeDataset, RecipePlanContext } from './public.ts';
+import type { Recipe } from './recipe-store.ts';
+
+/** How many recipes up a dataset without columns takes its columns from its producers' plans. */
+const MAX_PROPAGATION = 50;
 
 /** How long describing a recipe's result (its schema, its check) may take. */
 export const DESCRIBE_TIMEOUT_MS = 30_000;
@@ -29,7 +33,32 @@ export class RecipePlanning {
   constructor(
     private readonly storage: Storage,
     private readonly catalog: DatasetCatalog,
+    /** The recipe writing a dataset, with its type as offered in the organization, if any. */
+    private readonly producerOf: (orgId: number, datasetId: number) => Promise<{ recipe: Recipe; type: OfferedRecipeType } | null>,
   ) {}
+
+  /**
+   * The datasets as a recipe reading them will find them: one that has no columns yet (it was
+   * never written) takes the columns its producer's plan would write, recursively, so a chain of
+   * recipes can be saved, checked and described before its first run.
+   */
+  async expected(datasets: DatasetInfo[], principal: Principal | null, depth = 0): Promise<DatasetInfo[]> {
+    return Promise.all(
+      datasets.map(async (dataset) => {
+        if (dataset.columns.length > 0 || depth >= MAX_PROPAGATION) return dataset;
+        const producer = await this.producerOf(dataset.org_id, dataset.id);
+        if (!producer?.type.plan) return dataset;
+        try {
+          const inputs = await this.expected(await this.datasets(dataset.org_id, producer.recipe.inputs, 'inputs'), principal, depth + 1);
+          const planned = await this.plan(producer.type, producer.recipe.params, principal, inputs, producer.recipe.outputs.length);
+          const columns = planned[producer.recipe.outputs.indexOf(dataset.id)].columns;
+          return { ...dataset, columns: columns.map((c) => ({ name: c.name, type: c.type, pii: c.pii })) };
+        } catch {
+          return dataset; // its producer no longer plans: the dataset is as it is
+        }
+      }),
+    );
+  }
 
   /** The datasets of the organization with these ids, in order; a missing one is a 4xx naming `where`. */
   async datasets(orgId: number, ids: number[], where: string): Promise<DatasetInfo[]> {

@@ -22,7 +22,7 @@ export class RecipeChecks {
   async check(orgId: number, fields: RecipeFields, principal: Principal): Promise<void> {
     if (!(await this.projects.exists(orgId, fields.project_id))) throw problems.unprocessable(`project ${fields.project_id} does not exist in this organization`, [{ path: 'body.project_id', message: 'no such project' }]);
     const type = await this.execution.typeFor(orgId, fields.type, fields.params);
-    const inputs = await this.planning.datasets(orgId, fields.inputs, 'body.inputs');
+    const inputs = await this.planning.expected(await this.planning.datasets(orgId, fields.inputs, 'body.inputs'), principal);
     const outputs = await this.planning.datasets(orgId, fields.outputs, 'body.outputs');
     outputs.forEach((output, i) => {
       if (fields.outputs.indexOf(output.id) !== i) throw problems.badRequest(`dataset ${output.id} is listed twice as an output`, [{ path: `body.outputs.${i}`, message: 'listed twice' }]);
@@ -52,7 +52,7 @@ export class RecipeChecks {
   /** Each output's columns as the recipe would write them (planned), or as they are (a handler type's). */
   async outputColumns(recipe: Recipe, principal: Principal) {
     const type = await this.execution.typeFor(recipe.org_id, recipe.type, recipe.params);
-    const inputs = await this.planning.datasets(recipe.org_id, recipe.inputs, 'inputs');
+    const inputs = await this.planning.expected(await this.planning.datasets(recipe.org_id, recipe.inputs, 'inputs'), principal);
     const outputs = await this.planning.datasets(recipe.org_id, recipe.outputs, 'outputs');
     if (!type.plan) return outputs.map((d) => ({ dataset_id: d.id, dataset: d.name, source: 'last_run' as const, columns: d.columns.map((c) => ({ name: c.name, type: c.type, pii: c.pii })) }));
     const planned = await this.planning.plan(type, recipe.params, principal, inputs, outputs.length);

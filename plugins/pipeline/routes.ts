@@ -7,7 +7,7 @@ import type { RecipeStore, Recipe } from './recipe-store.ts';
 import type { PipelineRunner } from './runs.ts';
 import type { RunStore } from './run-store.ts';
 import { flowOf } from './flows.ts';
-import { flowSchema, isoInstant, recipeInput, recipeOutputsSchema, recipeSchema } from './schemas.ts';
+import { flowSchema, isoInstant, newRecipeInput, recipeInput, recipeOutputsSchema, recipeSchema } from './schemas.ts';
 
 export interface PipelineRouteDeps {
   recipes: RecipeStore;
@@ -61,7 +61,7 @@ export function pipelineRoutes({ recipes, checks, runner, runs, catalog, project
       description:
         'A recipe reads input datasets and writes output datasets with a recipe type (GET /api/plugins/recipe-types). Checked before it is saved: the datasets exist in this organization, the outputs in the recipe\u2019s project and written by no other recipe, no cycle, params valid against the type\u2019s JSON Schema and naming existing columns.',
       capability: 'pipeline.write',
-      request: { body: recipeInput },
+      request: { body: newRecipeInput },
       responses: {
         201: { description: 'Created', schema: recipeSchema },
         409: { description: 'The name is taken in the project, an output is written by another recipe, or the recipe would close a cycle (named)' },

@@ -9,8 +9,11 @@ export const recipeInput = z.object({
   type: z.string().min(1).max(100),
   inputs: datasetIds(100).describe('Dataset ids the recipe reads, in order (a join: left, then right)'),
   outputs: datasetIds(16).min(1).describe('Dataset ids the recipe writes, in order (a split: matching rows, then the rest); each is the output of no other recipe'),
-  params: z.record(z.string(), z.unknown()).default({}).describe("The recipe type's parameters, valid against its JSON Schema (GET /api/plugins/recipe-types)"),
+  params: z.record(z.string(), z.unknown()).describe("The recipe type's parameters, valid against its JSON Schema (GET /api/plugins/recipe-types); {} when omitted"),
 });
+
+/** A new recipe: `params` may be omitted (a type whose parameters all have defaults). */
+export const newRecipeInput = recipeInput.extend({ params: recipeInput.shape.params.default({}) });
 
 export const recipeSchema = z
   .object({

@@ -19,17 +19,18 @@ function writeThirdPartyPlugins(root: string) {
   };
   file(
     'chef/index.ts',
-    `import { definePlugin, defineRoute, problems, z } from 'data-platform/plugin-api';
+    `import { pathToFileURL } from 'node:url';
+import { definePlugin, defineRoute, problems, z } from 'data-platform/plugin-api';
 import { pipelineRecipeTypes as catalog, recipeType, recipeTypes } from 'data-platform/plugins/pipeline';
 
 export default definePlugin({
   deps: {},
   init: (_services, ctx) => {
-    ctx.contribute(recipeTypes, recipeType<{ width: number }>({
+    ctx.contribute(recipeTypes, recipeType({
       id: 'chef_trim',
       description: 'Trims columns to a width',
       params: ${JSON.stringify(TRIM_PARAMS)},
-      run: ({ params }) => 'trimmed to ' + params.width,
+      handler: 'handlers:trim',
     }));
     const types = ctx.useService(catalog);
     return {
@@ -43,7 +44,9 @@ export default definePlugin({
             if (!type) throw problems.notFound('no recipe type ' + params.type + ' here');
             const errors = type.check(body.params);
             if (errors.length) throw problems.badRequest('params do not match the recipe type', errors);
-            return { result: await type.run({ params: body.params, orgId, signal: new AbortController().signal }) };
+            // The handler's module as the pipeline found it, imported afresh (a recipe run imports it in a worker thread).
+            const module = await import(pathToFileURL(type.handler!.modulePath).href + '?at=' + Date.now());
+            return { result: await module[type.handler!.exportName]({ params: body.params }) };
           },
         }),
       ],
@@ -52,7 +55,7 @@ export default definePlugin({
 });
 `,
   );
-  file('chef/handlers.ts', `export function shout({ params }: { params: { text: string } }) { return params.text.toUpperCase() + '!'; }\n`);
+  file('chef/handlers.ts', `export function shout({ params }: { params: { text: string } }) { return params.text.toUpperCase() + '!'; }\nexport function trim({ params }: { params: { width: number } }) { return 'trimmed to ' + params.width; }\n`);
   file('other/index.ts', `import { definePlugin } from 'data-platform/plugin-api';\n\nexport default definePlugin({ deps: {}, init: () => undefined });\n`);
   file('other/handlers.ts', `export function shout() { return 'not the first'; }\nexport function salt() { return 'salted'; }\n`);
   file(
@@ -61,7 +64,7 @@ export default definePlugin({
 
 const recipeTypes = extensionPoint<Record<string, unknown>>('pipeline.recipe-types');
 
-export default definePlugin({ deps: {}, init: (_services, ctx) => ctx.contribute(recipeTypes, { id: 'coded_bad', params: { type: 'nope' }, run: () => null }) });
+export default definePlugin({ deps: {}, init: (_services, ctx) => ctx.contribute(recipeTypes, { id: 'coded_bad', params: { type: 'nope' }, plan: () => [] }) });
 `,
   );
   file(
@@ -103,7 +106,8 @@ describe.each(DIALECTS)('recipe types in the pipeline plugin (%s)', (dialect) =>
   const listed = async (orgId: number) => {
     const res = await t.request('GET', '/api/plugins/recipe-types', inOrg(orgId));
     expect(res.status, res.text).toBe(200);
-    return res.body as { id: string; plugin_id: string; description: string | null; params: unknown }[];
+    // The built-in types (plugins recipe_*) are listed too; these tests are about the third-party ones.
+    return (res.body as { id: string; plugin_id: string; description: string | null; params: unknown }[]).filter((type) => !type.plugin_id.startsWith('recipe_'));
   };
   const status = async (id: string) => (await t.request('GET', `/api/plugins/${id}`)).body;
 
@@ -115,6 +119,14 @@ describe.each(DIALECTS)('recipe types in the pipeline plugin (%s)', (dialect) =>
   afterAll(async () => {
     await t?.stop();
     folder.remove();
+  });
+
+  it('lists the built-in types, each contributed by a plugin of its own, beside the third-party ones', async () => {
+    const res = await t.request('GET', '/api/plugins/recipe-types', inOrg(1));
+    const builtIn = (res.body as { id: string; plugin_id: string }[]).filter((type) => type.plugin_id.startsWith('recipe_'));
+    expect(builtIn.map((type) => `${type.id}:${type.plugin_id}`)).toEqual(
+      ['distinct', 'filter', 'group', 'join', 'sample', 'select', 'split', 'sql', 'stack', 'top_n'].map((id) => `${id}:recipe_${id}`),
+    );
   });
 
   it('lists the types a third-party plugin contributes from its manifest and from code, with their JSON Schemas', async () => {
@@ -211,7 +223,7 @@ describe.each(DIALECTS)('recipe types in the pipeline plugin (%s)', (dialect) =>
   });
 
   it('resolves a reloaded contributor\'s handler afresh, and keeps one entry per type across the reload', async () => {
-    fs.writeFileSync(path.join(folder.dir, 'chef/handlers.ts'), `export function shout({ params }: { params: { text: string } }) { return params.text + '?'; }\n`);
+    fs.writeFileSync(path.join(folder.dir, 'chef/handlers.ts'), `export function shout({ params }: { params: { text: string } }) { return params.text + '?'; }\nexport function trim() { return 'trimmed'; }\n`);
     const reloaded = await t.request('POST', '/api/plugins/chef/reload');
     expect(reloaded.status, reloaded.text).toBe(200);
     const run = await t.request('POST', '/api/chef/runs/chef_shout', { body: { params: { text: 'hello' } } });
