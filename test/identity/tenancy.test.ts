@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS } from '../harness/dialects.ts';
-import { startTestKernel, type TestKernel } from '../harness/index.ts';
+import { startTestKernel, until, type TestKernel } from '../harness/index.ts';
 import type { MountedRoute } from '../../kernel/registry/generation.ts';
 
 /**
@@ -30,6 +30,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     connector: `alpha-hook-${tag}`,
     webhookSecret: `alpha-hook-secret-${tag}`,
     rule: `alpha-rule-${tag}`,
+    output: `alpha_out_${tag}`,
+    recipe: `alpha-recipe-${tag}`,
+    job: `alpha-job-${tag}`,
   };
 
   const orgA = 1;
@@ -49,6 +52,11 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
   let policyA: number;
   let connectorA: number;
   let ruleA: number;
+  // A's pipeline: a recipe writing a second dataset, a job building it, and the job's run.
+  let outputA: number;
+  let recipeA: number;
+  let jobA: number;
+  let runA: number;
   /** A loopback peer behind A's connector: counts the calls reaching A's webhook. */
   let hook: { url: string; calls: string[]; close: () => Promise<void> };
 
@@ -129,6 +137,22 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const chosen = await t.request('PUT', `/api/plugins/${PLUGIN_OF_A}/organizations/${orgA}`, { ...asA, body: { enabled: true } });
     expect(chosen.status, chosen.text).toBe(200);
 
+    // A's pipeline, built once: the output holds A's rows too.
+    const output = await t.request('POST', '/api/datasets', { ...asA, body: { name: markers.output, project_id: projectA, columns: [] } });
+    expect(output.status, output.text).toBe(201);
+    outputA = output.body.id;
+    const recipe = await t.request('POST', '/api/pipeline/recipes', { ...asA, body: { project_id: projectA, name: markers.recipe, type: 'filter', inputs: [datasetA], outputs: [outputA], params: { conditions: ['amount:gt:1'] } } });
+    expect(recipe.status, recipe.text).toBe(201);
+    recipeA = recipe.body.id;
+    const job = await t.request('POST', '/api/pipeline/jobs', { ...asA, body: { project_id: projectA, name: markers.job, targets: [outputA] } });
+    expect(job.status, job.text).toBe(201);
+    jobA = job.body.id;
+    const build = await t.request('POST', `/api/pipeline/jobs/${jobA}/run`, asA);
+    expect(build.status, build.text).toBe(202);
+    runA = build.body.run.id;
+    const built = await until(() => t.request('GET', `/api/pipeline/runs/${runA}`, asA), (r) => r.body.status === 'succeeded');
+    expect(built.body.status, built.text).toBe('succeeded');
+
     // A cached profile of A's dataset, whose top values are A's rows.
     const profile = await t.request('GET', `/api/statistics/datasets/${datasetA}`, asA);
     expect(profile.status, profile.text).toBe(200);
@@ -188,6 +212,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     if (name === 'user_id') return aAdmin.id;
     if (name === 'org_id') return orgA;
     if (name === 'policy_id') return policyA;
+    if (name === 'project_id') return projectA;
     if (name !== 'id') return undefined;
     if (m.path.startsWith('/api/groups/')) return groupA;
     if (m.path.startsWith('/api/auth/tokens/admin/')) return tokenA;
@@ -198,6 +223,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     if (m.path.startsWith('/api/data-quality/datasets/')) return datasetA;
     if (m.path.startsWith('/api/statistics/datasets/')) return datasetA;
     if (m.path.startsWith('/api/lineage/datasets/')) return datasetA;
+    if (m.path.startsWith('/api/pipeline/recipes/')) return recipeA;
+    if (m.path.startsWith('/api/pipeline/jobs/')) return jobA;
+    if (m.path.startsWith('/api/pipeline/runs/')) return runA;
     return undefined;
   }
 
@@ -220,6 +248,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const queries: Record<string, string> = {
       'GET /api/datasets': `?project_id=${projectA}`,
       'GET /api/data-quality/rules': `?dataset_id=${datasetA}`,
+      'GET /api/pipeline/recipes': `?project_id=${projectA}`,
+      'GET /api/pipeline/jobs': `?project_id=${projectA}`,
+      'GET /api/pipeline/runs': `?project_id=${projectA}`,
     };
     return queries[`${m.route.method.toUpperCase()} ${m.path}`] ?? '';
   }
@@ -257,6 +288,10 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       // ignoring case, and the refusal echoing B's own query ("no dataset named …") cannot be taken
       // for A's marker.
       'PUT /api/plugins/{id}/organizations/{org_id}': { enabled: false },
+      'POST /api/pipeline/recipes': { project_id: projectA, name: `sweep-${tag}`, type: 'filter', inputs: [datasetA], outputs: [outputA], params: { conditions: ['amount:gt:1'] } },
+      'PATCH /api/pipeline/recipes/{id}': { name: `renamed-${tag}`, params: { conditions: ['amount:gt:2'] } },
+      'POST /api/pipeline/jobs': { project_id: projectA, name: `sweep-${tag}`, targets: [outputA] },
+      'PATCH /api/pipeline/jobs/{id}': { name: `renamed-${tag}`, mode: 'force' },
       'POST /api/sql': { sql: `select label, email, amount from "${markers.dataset.toUpperCase()}"` },
     };
     if (!(key in bodies)) throw new Error(`no body for ${key}: give the sweep one the route accepts`);
@@ -278,7 +313,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
    * in A's project (422: the project is not in B), a rule on A's dataset (404), SQL over A's
    * dataset by name (400: no such dataset in B).
    */
-  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400 };
+  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422 };
 
   /** Everything A owns, read straight from the database: the sweep must leave it untouched. */
   async function snapshotA() {
@@ -308,14 +343,22 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const profiles = await db.selectFrom('dataset_profiles').select(['dataset_id', 'scope_key', 'version', 'computed_at']).where('org_id', '=', orgA).orderBy('dataset_id').orderBy('scope_key').execute();
     // Calls that reached A's webhook (only A's connector knows its URL).
     const webhookCalls = hook.calls.filter((c) => c.includes('/alpha/')).length;
+    const recipes = await db.selectFrom('pipeline_recipes').select(['id', 'name', 'type', 'params', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const recipeLinks = await db.selectFrom('pipeline_recipe_datasets').select(['recipe_id', 'dataset_id', 'role']).where('org_id', '=', orgA).orderBy('id').execute();
+    const jobs = await db.selectFrom('jobs').select(['id', 'name', 'targets', 'mode', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const pipelineRuns = await db.selectFrom('pipeline_runs').select(['id', 'status', 'ended_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const pluginSwitches = await db.selectFrom('plugin_organizations').select(['plugin_id', 'enabled', 'updated_at']).where('org_id', '=', orgA).orderBy('plugin_id').execute();
-    return { pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls };
+    return { pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns };
   }
 
   /** A's data plane is really there, so an unchanged snapshot means something. */
   function expectDataPlaneOfA(snapshot: Awaited<ReturnType<typeof snapshotA>>) {
     expect(snapshot.projects.map((p) => p.id)).toEqual([projectA]);
-    expect(snapshot.datasets).toEqual([expect.objectContaining({ id: datasetA, name: markers.dataset, version: expect.anything() })]);
+    expect(snapshot.datasets).toEqual([expect.objectContaining({ id: datasetA, name: markers.dataset, version: expect.anything() }), expect.objectContaining({ id: outputA, name: markers.output })]);
+    expect(snapshot.contents[outputA]).toHaveLength(3);
+    expect(snapshot.recipes.map((r) => r.id)).toEqual([recipeA]);
+    expect(snapshot.jobs.map((j) => j.id)).toEqual([jobA]);
+    expect(snapshot.pipelineRuns.map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
     expect(Number(snapshot.datasets[0].row_count)).toBe(3);
     expect(snapshot.contents[datasetA]).toHaveLength(3);
     expect(JSON.stringify(snapshot.contents[datasetA])).toContain(markers.row);
@@ -374,6 +417,15 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
         'GET /api/statistics/datasets/{id}/columns/{column}',
         'GET /api/plugins/{id}/organizations/{org_id}',
         'PUT /api/plugins/{id}/organizations/{org_id}',
+        'POST /api/pipeline/recipes',
+        'PATCH /api/pipeline/recipes/{id}',
+        'POST /api/pipeline/recipes/{id}/run',
+        'GET /api/pipeline/recipes/{id}/schema',
+        'GET /api/pipeline/runs/{id}/logs',
+        'POST /api/pipeline/runs/{id}/cancel',
+        'GET /api/pipeline/flows/{project_id}',
+        'POST /api/pipeline/jobs/{id}/run',
+        'DELETE /api/pipeline/jobs/{id}',
       ]),
     );
   });
