@@ -359,7 +359,8 @@ describe.each(DIALECTS)('plugin loading (%s)', (dialect) => {
       expect((await statusOf(t, 'recipes')).state).toBe('loaded');
       const res = await t.request('GET', '/api/plugins/recipe-types');
       expect(res.status).toBe(200);
-      expect(res.body).toEqual([{ id: 'uppercase', plugin_id: 'recipes', description: 'Upper-cases a column', params }]);
+      // Beside the built-in types (plugins recipe_*: test/pipeline/recipe-types.test.ts).
+      expect(res.body.filter((type: { plugin_id: string }) => !type.plugin_id.startsWith('recipe_'))).toEqual([{ id: 'uppercase', plugin_id: 'recipes', description: 'Upper-cases a column', params }]);
     });
 
     it('fails a plugin whose recipe handler does not exist', async () => {
