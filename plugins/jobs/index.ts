@@ -1,5 +1,6 @@
 import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, reply, z, type Principal } from '../../kernel/plugin-api.ts';
 import { datasetCatalog } from '../datasets/public.ts';
+import { lineageConsumers } from '../lineage/public.ts';
 import { BUILD_MODES, pipelineRuns, runAnswer } from '../pipeline/public.ts';
 import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
 import { JobStore, type Job, type JobFields } from './job-store.ts';
@@ -48,6 +49,11 @@ export default definePlugin({
     const runs = ctx.useService(pipelineRuns);
     const catalog = ctx.useService(datasetCatalog);
     const projects = ctx.useService(projectCatalog);
+    // A job builds its targets: changing their columns (or those they are computed from) touches it.
+    ctx.contribute(lineageConsumers, async (orgId, datasets) => {
+      const all = await jobs.list(orgId);
+      return datasets.flatMap(({ dataset_id, columns }) => all.filter((job) => job.targets.includes(dataset_id)).map((job) => ({ kind: 'job', id: job.id, name: job.name, dataset_id, columns })));
+    });
     ctx.contribute(projectDeleteGuards, async (orgId, projectId) => {
       const count = await jobs.countInProject(orgId, projectId);
       return count ? `it holds ${count} job${count === 1 ? '' : 's'}; delete them first` : null;

@@ -76,4 +76,51 @@ describe.each(DIALECTS)('recipes pushed down to the database (%s)', (dialect) =>
       { city: 'Paris', total: 25.5, last_day: '2026-01-02' },
     ]);
   });
+
+  it('refuses a sql recipe whose query is not one read-only SELECT over its inputs, with a 400 at body.params.query', async () => {
+    const out = await emptyDataset(t, project, 'hostile_out');
+    const hostile = [
+      'select * from orders; drop table orders',
+      'delete from orders',
+      'select * from customers',
+      'select * from org_1__ds_1',
+      "select 'unterminated from orders",
+      'select * from orders\u0000; drop table orders',
+      'with x as (delete from orders returning *) select * from x',
+      `select ${"'a'||".repeat(20_000)}'a' as a from orders`,
+    ];
+    for (const [i, query] of hostile.entries()) {
+      const res = await t.request('POST', '/api/pipeline/recipes', { body: { project_id: project, name: `hostile ${i}`, type: 'sql', inputs: [orders], outputs: [out], params: { query } } });
+      expect(res.status, `${query.slice(0, 60)}: ${res.text.slice(0, 300)}`).toBe(400);
+      expect(res.body.errors?.[0]?.path, query.slice(0, 60)).toMatch(/^body\.params\.query/);
+    }
+    // A comment left open: Postgres refuses it, SQLite reads it to the end of the text (its wrapper
+    // closes it, so it swallows nothing of the platform's); either way nothing else is touched.
+    const open = await t.request('POST', '/api/pipeline/recipes', { body: { project_id: project, name: 'open comment', type: 'sql', inputs: [orders], outputs: [out], params: { query: 'select city from orders /* never closed' } } });
+    expect([201, 400]).toContain(open.status);
+    if (open.status === 201) {
+      expect((await runRecipe(t, open.body.id)).status).toBe('succeeded');
+      expect(await rowsOf(t, out)).toHaveLength(5);
+      expect((await t.request('DELETE', `/api/pipeline/recipes/${open.body.id}`)).status).toBe(204);
+    }
+    // Quotes and comments of both dialects inside a valid query are just text.
+    const quoted = await createRecipe(t, { project_id: project, name: 'quoted', type: 'sql', inputs: [orders], outputs: [out], params: { query: "select 'it''s -- not a comment /* nor this */' as q, city from orders -- a real comment\nwhere id = 1" } });
+    expect((await runRecipe(t, quoted)).status).toBe('succeeded');
+    expect(await rowsOf(t, out)).toEqual([{ q: "it's -- not a comment /* nor this */", city: 'Paris' }]);
+    // The input still holds its rows.
+    expect((await t.request('GET', `/api/datasets/${orders}`)).body.row_count).toBe(5);
+  });
+
+  it('publishes dataset.updated for each output in the transaction that swaps it in, with its new version', async () => {
+    const out = await emptyDataset(t, project, 'evented');
+    const recipe = await createRecipe(t, { project_id: project, name: 'evented', type: 'distinct', inputs: [orders], outputs: [out], params: { columns: ['city'] } });
+    await runRecipe(t, recipe);
+    await runRecipe(t, recipe);
+    const events = await t.kernel.storage.db.selectFrom('event_outbox').select(['type', 'payload']).where('type', '=', 'dataset.updated').orderBy('id').execute();
+    const mine = events.map((e) => t.kernel.storage.decodeJson<{ dataset_id: number; version: number; row_count: number; mode: string }>(e.payload)).filter((p) => p.dataset_id === out);
+    expect(mine).toEqual([
+      { dataset_id: out, name: 'evented', version: 2, row_count: 3, mode: 'replace' },
+      { dataset_id: out, name: 'evented', version: 3, row_count: 3, mode: 'replace' },
+    ]);
+  });
 });

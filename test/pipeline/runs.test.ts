@@ -230,6 +230,14 @@ describe.each(DIALECTS)('recipe checks, jobs, builds, runs and flows (%s)', (dia
     });
   });
 
+  it('names the jobs building what a change of columns touches, in the impact of that change', async () => {
+    const res = await t.request('GET', `/api/lineage/datasets/${raw}/impact?columns=amount`);
+    expect(res.status, res.text).toBe(200);
+    const building = (res.body.jobs as { kind: string; dataset_id: number; plugin_id: string; columns: string[] }[]).filter((j) => j.dataset_id === totals);
+    expect(building.length).toBeGreaterThan(0);
+    expect(building[0]).toMatchObject({ kind: 'job', plugin_id: 'jobs', columns: ['total'] });
+  });
+
   it("draws a project's flow: its datasets and recipes, with inputs from other projects, and each recipe's last run status", async () => {
     const res = await t.request('GET', `/api/pipeline/flows/${project}`);
     expect(res.status, res.text).toBe(200);
