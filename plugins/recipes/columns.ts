@@ -1,6 +1,6 @@
 import { sql, type RawBuilder } from 'kysely';
 import { problems } from '../../kernel/plugin-api.ts';
-import type { DataColumn } from '../../storage/index.ts';
+import { ROW_ID, type DataColumn } from '../../storage/index.ts';
 import type { ColumnOrigin, PlannedOutput, RecipeDataset } from '../pipeline/public.ts';
 
 /** The input's column of that name; an unknown one is a 400 naming the parameter at `where` (under body.params). */
@@ -31,4 +31,22 @@ export function uniqueNames(columns: { name: string }[], where: string): void {
     if (seen.has(key)) throw problems.badRequest(`the output would have two columns named "${column.name}"`, [{ path: `body.params.${where}`, message: `duplicate output column ${column.name}` }]);
     seen.add(key);
   }
+}
+
+/** Postgres truncates identifiers past 63 bytes: dataset column names are kept within that on both adapters. */
+const MAX_NAME_BYTES = 63;
+
+/** Why a dataset column may not have this name (the rules of the datasets plugin), or null when it may. */
+export function columnNameProblem(name: string): string | null {
+  if (Buffer.byteLength(name, 'utf8') > MAX_NAME_BYTES) return `a column name may have at most ${MAX_NAME_BYTES} bytes`;
+  if (name.toLowerCase() === ROW_ID) return `"${ROW_ID}" is reserved`;
+  if (/[\u0000-\u001f]/.test(name)) return 'a column name may not contain control characters';
+  return null;
+}
+
+/** An output column name given in the params (`as`); one a dataset column may not have is a 400 naming `where` (under body.params). */
+export function outputName(name: string, where: string): string {
+  const problem = columnNameProblem(name);
+  if (problem) throw problems.badRequest(`output column ${JSON.stringify(name)}: ${problem}`, [{ path: `body.params.${where}`, message: problem }]);
+  return name;
 }

@@ -2,7 +2,7 @@ import { sql, type RawBuilder } from 'kysely';
 import { definePlugin, problems } from '../../kernel/plugin-api.ts';
 import type { DataColumnType } from '../../storage/index.ts';
 import { recipeType, recipeTypes } from '../pipeline/public.ts';
-import { columnOf, identity, tableOf, uniqueNames } from './columns.ts';
+import { columnOf, identity, outputName, tableOf, uniqueNames } from './columns.ts';
 
 const FUNCTIONS = ['count', 'count_distinct', 'sum', 'avg', 'min', 'max'] as const;
 type AggregateFunction = (typeof FUNCTIONS)[number];
@@ -52,7 +52,7 @@ export default definePlugin({
             if (source && (aggregation.fn === 'sum' || aggregation.fn === 'avg') && !NUMERIC.includes(source.type)) {
               throw problems.badRequest(`${aggregation.fn} needs a numeric column; "${source.name}" is ${source.type}`, [{ path: `body.params.${where}.column`, message: `not numeric (${source.type})` }]);
             }
-            return { name: aggregation.as, type: resultType(aggregation.fn, source?.type), expression: aggregate(aggregation.fn, source?.name), origin: { from: source ? [{ input: 0, column: source.name }] : [], transformation: 'aggregated' as const } };
+            return { name: outputName(aggregation.as, `${where}.as`), type: resultType(aggregation.fn, source?.type), expression: aggregate(aggregation.fn, source?.name), origin: { from: source ? [{ input: 0, column: source.name }] : [], transformation: 'aggregated' as const } };
           });
           const columns = [...keys.map((k) => ({ ...k, origin: identity(0, k.name), expression: sql.id(k.name) as RawBuilder<unknown> })), ...aggregations];
           uniqueNames(columns, 'aggregations');

@@ -1,7 +1,7 @@
 import { sql, type RawBuilder } from 'kysely';
 import { definePlugin, problems } from '../../kernel/plugin-api.ts';
 import { recipeType, recipeTypes, type ColumnOrigin, type RecipeDataset } from '../pipeline/public.ts';
-import { columnOf, tableOf, uniqueNames } from './columns.ts';
+import { columnNameProblem, columnOf, outputName, tableOf, uniqueNames } from './columns.ts';
 
 const JOIN_TYPES = ['inner', 'left', 'right', 'full'] as const;
 
@@ -17,8 +17,8 @@ const SIDES = ['l', 'r'] as const;
  * `join`: the rows of the first input (left) matched with those of the second (right) on equal
  * columns. Without `columns`, the output has every left column, then every right column that is
  * not a key of the same name; a right column whose name the left already has is prefixed with the
- * right dataset's name. In a right or full join, a key of the same name on both sides takes the
- * value of whichever side has one.
+ * right dataset's name (a prefixed name too long for a column asks for `columns`). In a right or
+ * full join, a key of the same name on both sides takes the value of whichever side has one.
  */
 export default definePlugin({
   deps: {},
@@ -85,7 +85,7 @@ function chosenColumns(chosen: NonNullable<JoinParams['columns']>, inputs: Recip
   return chosen.map((c, i) => {
     const side = c.input === 'left' ? 0 : 1;
     const source = columnOf(inputs[side], c.name, `columns.${i}.name`);
-    const name = c.as ?? source.name;
+    const name = c.as === undefined ? source.name : outputName(c.as, `columns.${i}.as`);
     return { name, type: source.type, origin: { from: [{ input: side, column: source.name }], transformation: name === source.name ? 'identity' : 'renamed' }, expression: (ref) => ref(side, source.name) };
   });
 }
@@ -103,6 +103,8 @@ function defaultColumns(left: RecipeDataset, right: RecipeDataset, keys: { left:
     if (sharedKeys.has(c.name)) continue;
     const name = taken.has(c.name.toLowerCase()) ? `${right.name}_${c.name}` : c.name;
     if (taken.has(name.toLowerCase())) throw problems.unprocessable(`the joined output would have two columns named "${name}": list the output columns in params.columns`, [{ path: 'body.params.columns', message: 'needed to name the columns' }]);
+    const problem = columnNameProblem(name);
+    if (problem) throw problems.unprocessable(`the joined output's column "${name}" (right column "${c.name}" prefixed) is refused (${problem}): list the output columns in params.columns`, [{ path: 'body.params.columns', message: 'needed to name the columns' }]);
     taken.add(name.toLowerCase());
     columns.push({ ...c, name, origin: { from: [{ input: 1, column: c.name }], transformation: name === c.name ? 'identity' : 'renamed' }, expression: (ref) => ref(1, c.name) });
   }

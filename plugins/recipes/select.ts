@@ -1,14 +1,21 @@
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import { definePlugin } from '../../kernel/plugin-api.ts';
 import { DATA_COLUMN_TYPES, type DataColumnType } from '../../storage/index.ts';
 import { recipeType, recipeTypes, type ColumnOrigin } from '../pipeline/public.ts';
-import { columnOf, tableOf, uniqueNames } from './columns.ts';
+import { columnOf, outputName, tableOf, uniqueNames } from './columns.ts';
 
 interface SelectParams {
   columns: { name: string; as?: string; type?: DataColumnType }[];
 }
 
-/** `select`: keeps the columns named, in that order, each renamed (`as`) or converted (`type`) if asked. */
+/**
+ * A number rounded to the nearest integer, halves away from zero, as a number: converting it to
+ * an integer then gives the same value on both adapters (a plain cast truncates on SQLite and
+ * rounds halves to even on Postgres).
+ */
+const rounded = (x: RawBuilder<unknown>): RawBuilder<unknown> => sql`(case when ${x} < 0 then -floor(0.5 - ${x}) else floor(${x} + 0.5) end)`;
+
+/** `select`: keeps the columns named, in that order, each renamed (`as`) or converted (`type`) if asked (a number to an integer: rounded, halves away from zero). */
 export default definePlugin({
   deps: {},
   init: (_services, ctx) =>
@@ -40,10 +47,10 @@ export default definePlugin({
           const columns = params.columns.map((wanted, i) => {
             const source = columnOf(input, wanted.name, `columns.${i}.name`);
             const type = wanted.type ?? source.type;
-            const name = wanted.as ?? source.name;
+            const name = wanted.as === undefined ? source.name : outputName(wanted.as, `columns.${i}.as`);
             const converted = type !== source.type;
             const transformation: ColumnOrigin['transformation'] = converted ? 'cast' : name !== source.name ? 'renamed' : 'identity';
-            const expression = converted ? cast(sql.id(source.name), type) : sql.id(source.name);
+            const expression = !converted ? sql.id(source.name) : source.type === 'number' && type === 'integer' ? cast(rounded(sql.id(source.name)), type) : cast(sql.id(source.name), type);
             return { name, type, origin: { from: [{ input: 0, column: source.name }], transformation }, expression };
           });
           uniqueNames(columns, 'columns');
