@@ -8,34 +8,15 @@ import autocannon from 'autocannon';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import type { DialectName } from '../harness/dialects.ts';
+import { api, BENCH_COLUMNS, createFilledDataset, LONG_READ_ROWS, type BenchKernel } from './bench-dataset.ts';
 
-export const LONG_READ_ROWS = Number(process.env.BENCH_LONG_READ_ROWS ?? 1_000_000);
+export { LONG_READ_ROWS, type BenchKernel };
+
 const LOAD_S = Number(process.env.BENCH_LONG_READ_LOAD_S ?? 10);
 /** The light load: this many connections to each route, sending this many requests a second in all. */
 const LOAD_CONNECTIONS = 2;
 const LOAD_RATE_PER_S = 100;
 const PROFILE_RUNS = 3;
-const COLUMNS = [
-  { name: 'id', type: 'integer' },
-  { name: 'amount', type: 'number' },
-  { name: 'country', type: 'string' },
-  { name: 'day', type: 'date' },
-];
-
-/** A kernel process started by the caller, reachable at `base`, over `databaseUrl`. */
-export interface BenchKernel {
-  base: string;
-  databaseUrl: string;
-}
-
-/** The dataset's rows, written by one statement straight into its table (the API would take minutes). */
-const FILL = {
-  sqlite: (table: string) => `insert into "${table}" (id, amount, country, day)
-    with recursive n(i) as (select 1 union all select i + 1 from n where i < ${LONG_READ_ROWS})
-    select i, (i % 1000) / 10.0, case i % 4 when 0 then 'FR' when 1 then 'DE' when 2 then 'IT' else 'ES' end, printf('2024-%02d-%02d', i % 12 + 1, i % 28 + 1) from n`,
-  postgres: (table: string) => `insert into ${table} (id, amount, country, day)
-    select i, (i % 1000) / 10.0, (array['FR', 'DE', 'IT', 'ES'])[i % 4 + 1], make_date(2024, i % 12 + 1, i % 28 + 1) from generate_series(1, ${LONG_READ_ROWS}) as i`,
-};
 
 /**
  * The direct profiling query: per column counts, distinct counts, extremes, and for numbers mean,
@@ -44,7 +25,7 @@ const FILL = {
  * numbers only, so quartiles of numbers).
  */
 function directQuery(dialect: DialectName, table: string): string {
-  const parts = COLUMNS.map(({ name, type }) => {
+  const parts = BENCH_COLUMNS.map(({ name, type }) => {
     const basics = `count(${name}), count(distinct ${name}), min(${name}), max(${name})`;
     const numeric = type === 'integer' || type === 'number';
     if (dialect === 'postgres') {
@@ -82,32 +63,6 @@ async function directMs(dialect: DialectName, databaseUrl: string, sqlText: stri
   return Math.min(...times);
 }
 
-/** Writes SQL straight to the database (table fill and bookkeeping), as the caller's own connection. */
-async function execute(dialect: DialectName, databaseUrl: string, statements: string[]): Promise<void> {
-  if (dialect === 'sqlite') {
-    const db = new Database(databaseUrl.slice('sqlite:'.length));
-    db.pragma('busy_timeout = 10000');
-    for (const statement of statements) db.exec(statement);
-    db.close();
-    return;
-  }
-  const client = new pg.Client({ connectionString: databaseUrl });
-  await client.connect();
-  for (const statement of statements) await client.query(statement);
-  await client.end();
-}
-
-async function api(base: string, method: string, route: string, token: string | null, body?: unknown): Promise<any> {
-  const response = await fetch(`${base}${route}`, {
-    method,
-    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await response.text();
-  if (!response.ok) throw new Error(`${method} ${route}: ${response.status} ${text.slice(0, 300)}`);
-  return response.headers.get('content-type')?.includes('json') ? JSON.parse(text) : text;
-}
-
 /** p50 and p99 of GET /healthz and GET /api/me under the light load, both at once, for LOAD_S seconds. */
 async function lightLoad(base: string, token: string) {
   const run = (route: string, headers: Record<string, string> = {}) =>
@@ -128,9 +83,8 @@ const ratio = (value: number, baseline: number) => Math.round((value / baseline)
 export async function benchLongReads(dialect: DialectName, kernel: BenchKernel, token: string) {
   const { base, databaseUrl } = kernel;
   const project = await api(base, 'POST', '/api/projects', token, { key: 'LONGREADS', name: 'Long reads' });
-  const dataset = await api(base, 'POST', '/api/datasets', token, { name: 'long_reads', project_id: project.id, columns: COLUMNS });
-  const table = dialect === 'sqlite' ? `org_${dataset.org_id}__ds_${dataset.id}` : `org_${dataset.org_id}.ds_${dataset.id}`;
-  await execute(dialect, databaseUrl, [FILL[dialect](table), `update datasets set row_count = ${LONG_READ_ROWS}, version = version + 1 where id = ${dataset.id}`]);
+  const dataset = await createFilledDataset(dialect, kernel, token, Number(project.id), 'long_reads');
+  const { table } = dataset;
 
   /** A profile computed anew: a new version of the data (one more row) first, so the cache does not answer. */
   const freshProfile = async () => {
@@ -164,7 +118,7 @@ export async function benchLongReads(dialect: DialectName, kernel: BenchKernel, 
 
   return {
     rows: LONG_READ_ROWS,
-    columns: COLUMNS.length,
+    columns: BENCH_COLUMNS.length,
     statistics_ms: Math.round(apiMs),
     direct_profiling_query_ms: Math.round(direct),
     ratio_direct_vs_statistics: ratio(direct, apiMs),

@@ -20,6 +20,7 @@ import { createScratchDatabase } from '../harness/scratch-database.ts';
 import { DIALECTS, type DialectName } from '../harness/dialects.ts';
 import { benchLongReads, longReadRows, type LongReadFigures } from './long-reads.ts';
 import { benchBackgroundWork } from './background-work.ts';
+import { benchPipeline, pipelineRows, writeCopyRecipeType, type PipelineFigures } from './pipeline.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -29,6 +30,9 @@ const STARTUP_RUNS = 5;
 /** Size of the large upload that shows memory does not follow file size (issue 4: 1 GB); 0 skips it. */
 const LARGE_CSV_MB = Number(process.env.BENCH_LARGE_CSV_MB ?? 1024);
 const RELOAD_RUNS = 20;
+/** BENCH_PIPELINE=0 skips the pipeline figures (test/bench/pipeline.ts); BENCH_ONLY=pipeline measures only them. */
+const PIPELINE = process.env.BENCH_PIPELINE !== '0';
+const ONLY_PIPELINE = process.env.BENCH_ONLY === 'pipeline';
 
 async function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -123,6 +127,39 @@ async function longReadsOn(dialect: DialectName, work: string, manifests: string
   }
 }
 
+/**
+ * The pipeline figures (pipeline.ts) of a kernel process on a scratch database of `dialect`, its
+ * manifests with a recipe type of the bench's own (a manifest and a handler module in `work`).
+ */
+async function pipelineOn(dialect: DialectName, work: string, manifests: string): Promise<PipelineFigures> {
+  const database = await createScratchDatabase(dialect, work);
+  const port = await freePort();
+  const dataDir = path.join(work, `data-pipeline-${dialect}`);
+  fs.mkdirSync(dataDir, { recursive: true });
+  const plugin = writeCopyRecipeType(path.join(work, 'pipeline-plugin'));
+  const env = kernelEnv({ PORT: String(port), DATABASE_URL: database.url, DATA_DIR: dataDir, MANIFESTS_DIR: [manifests, plugin].join(path.delimiter) });
+  const server = await startProcess(['kernel/main.ts'], env, /listening/);
+  try {
+    const base = `http://127.0.0.1:${port}`;
+    return await benchPipeline(dialect, { base, databaseUrl: database.url, pid: server.pid!, dataDir }, (await credentials(base)).jwt);
+  } finally {
+    server.kill('SIGTERM');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await database.drop();
+  }
+}
+
+/** The pipeline figures on each adapter, each timed and printed as it ends. */
+async function pipelineOnEach(work: string, manifests: string) {
+  const figures: Partial<Record<DialectName, PipelineFigures & { bench_seconds: number }>> = {};
+  for (const dialect of DIALECTS) {
+    const began = performance.now();
+    figures[dialect] = { ...(await pipelineOn(dialect, work, manifests)), bench_seconds: Math.round((performance.now() - began) / 1000) };
+    console.table(pipelineRows(figures[dialect]!));
+  }
+  return figures;
+}
+
 /** A CSV of about LARGE_CSV_MB uploaded into a dataset of its own: the server's peak RSS before and after. */
 async function ingestLargeFile(base: string, jwt: string, projectId: number, work: string, bytesPerRow: number, pid: number) {
   const file = path.join(work, 'ingest-large.csv');
@@ -199,11 +236,20 @@ async function main() {
   fs.mkdirSync(manifests);
   for (const file of fs.readdirSync(path.join(REPO_ROOT, 'manifests'))) {
     const manifest = JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'manifests', file), 'utf8'));
-    manifest.entry = path.relative(manifests, path.resolve(REPO_ROOT, 'manifests', manifest.entry));
+    if (manifest.entry) manifest.entry = path.relative(manifests, path.resolve(REPO_ROOT, 'manifests', manifest.entry));
     fs.writeFileSync(path.join(manifests, file), JSON.stringify(manifest));
   }
   writeManifest(manifests, { id: 'probe', router: { prefix: '/api/probe', tag: 'probe' } }, 'probe');
   const manifestCount = fs.readdirSync(manifests).length;
+
+  if (ONLY_PIPELINE) {
+    const pipeline = await pipelineOnEach(work, manifests);
+    const out = path.join(REPO_ROOT, 'test/bench/results/pipeline.json');
+    fs.writeFileSync(out, `${JSON.stringify({ measured_at: new Date().toISOString(), machine: { cpus: os.cpus().length, node: process.version }, pipeline }, null, 2)}\n`);
+    console.log(`results written to ${path.relative(REPO_ROOT, out)}`);
+    fs.rmSync(work, { recursive: true, force: true });
+    return;
+  }
 
   // Throughput: both servers are separate processes loaded the same way. The baseline and the kernel
   // cases alternate, round after round, so a change in the machine's load hits both sides of a ratio.
@@ -266,6 +312,9 @@ async function main() {
   const backgroundWork = [];
   for (const dialect of DIALECTS) backgroundWork.push(await benchBackgroundWork(dialect, work, manifests));
 
+  // Pipelines on each adapter: light requests during recipe runs, recipes against direct SQL, a handler copy, a build chain.
+  const pipeline = PIPELINE ? await pipelineOnEach(work, manifests) : null;
+
   // Start-up and reload, in process, on a fresh SQLite database each time.
   const startups: number[] = [];
   const reloads: number[] = [];
@@ -300,6 +349,7 @@ async function main() {
     ingest_large_file: largeIngest ?? null,
     long_reads: longReads,
     background_work: backgroundWork,
+    pipeline,
     throughput_ratio_kernel_vs_koa: kernelRoute.median_ratio_vs_koa,
     throughput_ratio_me_jwt_vs_koa: meWithJwt.median_ratio_vs_koa,
     throughput_ratio_me_pat_vs_koa: meWithPat.median_ratio_vs_koa,
@@ -350,6 +400,7 @@ async function main() {
       ]),
     ),
   );
+  if (pipeline) console.table(Object.assign({}, ...Object.values(pipeline).map((figures) => pipelineRows(figures))));
   const out = path.join(REPO_ROOT, 'test/bench/results/latest.json');
   fs.writeFileSync(out, `${JSON.stringify(results, null, 2)}\n`);
   console.log(`results written to ${path.relative(REPO_ROOT, out)}`);
