@@ -195,10 +195,12 @@ export class Kernel {
     const { settings } = this.options;
     await this.migrator.migrateUp([{ pluginId: KERNEL_PLUGIN_ID, migrations: kernelMigrations }]);
     await bootstrapAdmin(this.storage, settings, this.logger, this.options.print ?? ((line) => process.stdout.write(`${line}\n`)));
-    await this.work.start();
     await this.events.start();
     this.pruneEvents();
     await this.registry.start();
+    // Claims start once every plugin is loaded: a run's principal takes its capabilities from the
+    // plugins' manifests (a platform admin holds all of them), complete only then.
+    await this.work.start();
     if (settings.PLUGIN_WATCH) this.registry.watch();
     const server = this.app.listen(settings.PORT, settings.HOST);
     this.server = server;

@@ -5,7 +5,8 @@ import { profileSqlite } from './column-profile-sqlite.ts';
 import { compileRegexp } from './sqlite-regexp.mjs';
 import { ROW_ID, inlineParameters, quoteIdentifier as quote, sqlLiteral, type DataColumn, type DataColumnType, type DataTables } from './data-tables.ts';
 
-const SQLITE_TYPES: Record<DataColumnType, string> = {
+/** Each platform column type as a SQLite column type (its affinity). */
+export const SQLITE_TYPES: Record<DataColumnType, string> = {
   string: 'text',
   integer: 'integer',
   number: 'real',

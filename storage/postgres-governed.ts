@@ -113,7 +113,7 @@ export class PostgresGovernedRunner {
       // The database counts the bytes of each row as text before sending it and stops at the
       // budget, so no more than about `maxBytes` ever reaches this process, however wide a row.
       const bytes = `${schema}.${BYTES_FUNCTION}(sum(octet_length(row(governed_query.*)::text)) over (rows unbounded preceding), $${query.params.length + 1})`;
-      const text = `${datasetQueries(query, (table) => `${organization}.${quoteIdentifier(table)}`)}select governed_query.*, ${bytes} from ${asSubquery(query.sql)} limit ${query.limit + 1}`;
+      const text = `${datasetQueries(query, (table) => `${organization}.${quoteIdentifier(table)}`, (type) => POSTGRES_TYPES[type])}select governed_query.*, ${bytes} from ${asSubquery(query.sql)} limit ${query.limit + 1}`;
       return this.collect(client, text, [...query.params, query.maxBytes], query.limit);
     });
   }
@@ -172,7 +172,7 @@ export class PostgresGovernedRunner {
 
   /** The statement with its datasets' queries before it, as one SELECT of every result column. */
   private governedSelect(query: GovernedDescribe, organization: string): string {
-    return `${datasetQueries(query, (table) => `${organization}.${quoteIdentifier(table)}`)}select * from ${asSubquery(query.sql)}`;
+    return `${datasetQueries(query, (table) => `${organization}.${quoteIdentifier(table)}`, (type) => POSTGRES_TYPES[type])}select * from ${asSubquery(query.sql)}`;
   }
 
   /** The result columns of the statement, planned but not run (`limit 0`). */
@@ -348,6 +348,9 @@ export class PostgresGovernedRunner {
         const quotedRole = quoteIdentifier(role);
         const organization = quoteIdentifier(`org_${orgId}`);
         await this.asPlatform(async (client) => {
+          // The setup lock too: granting on the shared byte-count function or schema while another
+          // instance's setup replaces them updates one catalog row twice ("tuple concurrently updated").
+          await client.query(`select pg_advisory_xact_lock(hashtext('governed-sql-setup'))`);
           await client.query('select pg_advisory_xact_lock(hashtext($1))', [`governed-role:${role}`]);
           const exists = await client.query('select 1 from pg_roles where rolname = $1', [role]);
           if (managesRoles) await client.query(`${exists.rowCount ? 'alter' : 'create'} role ${quotedRole} with ${this.roleOptions(role)}`);

@@ -41,6 +41,12 @@ const names = (list: unknown) => ((list as { String?: { sval: string } }[] | und
  * statements, anything but SELECT, SELECT INTO, FOR UPDATE/SHARE, a writing statement inside, a
  * schema-qualified name, and the functions and casts above.
  */
+/**
+ * Built-ins the grammar writes as ordinary calls for SQL's own syntax: `x LIKE p ESCAPE e` is
+ * `pg_catalog.like_escape(p, e)`, `SIMILAR TO … ESCAPE` `similar_to_escape`. Pure text functions.
+ */
+const SYNTAX_FUNCTIONS = new Set(['like_escape', 'similar_to_escape', 'similar_escape']);
+
 export async function parsePostgresGovernedSelect(text: string): Promise<GovernedSelect> {
   const { sql, statement } = await parsePostgresSelect(text);
   const relations = new Set<string>();
@@ -129,7 +135,7 @@ function walk(node: unknown, visible: Set<string>, relations: Set<string>): void
         const parts = names(body.funcname);
         // The grammar writes SQL's own syntax (extract(… from …), substring(… from …), at time zone…)
         // as a call of a built-in; any other qualified name is refused.
-        const builtIn = parts.length === 2 && parts[0] === BUILT_IN_SCHEMA && body.funcformat === 'COERCE_SQL_SYNTAX';
+        const builtIn = parts.length === 2 && parts[0] === BUILT_IN_SCHEMA && (body.funcformat === 'COERCE_SQL_SYNTAX' || SYNTAX_FUNCTIONS.has(parts[1]));
         if (parts.length > 1 && !builtIn) throw new SelectRefusedError(`function ${parts.join('.')} is not allowed in governed SQL (call functions without a schema)`);
         const name = parts.at(-1)!;
         if (DENIED_FUNCTION.test(name)) throw new SelectRefusedError(`function ${name} is not allowed in governed SQL`);

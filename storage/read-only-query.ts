@@ -13,6 +13,12 @@ export interface GovernedDataset {
   columns: { name: string; masked: boolean; type?: DataColumn['type'] }[];
   /** The caller's row-policy condition as SQL text with literals, or null for every row. */
   rowFilter: string | null;
+  /**
+   * Its table does not have `columns` yet (a recipe's output never written, taken with the columns
+   * its producer would write): it reads as no rows of those columns, each a null of its `type`, so
+   * a statement over it can be described before it is built.
+   */
+  unbuilt?: boolean;
 }
 
 /**
@@ -90,11 +96,14 @@ export function typeFromValues(values: unknown[]): string {
  * may evaluate the cheaper ones first, letting an error message show a hidden value), and read once,
  * so that a compiled program reading its table a second time shows a read around the filter.
  */
-export function datasetQueries(query: Pick<ReadOnlyQuery, 'datasets' | 'mask'>, tableRef: (table: string) => string): string {
+export function datasetQueries(query: Pick<ReadOnlyQuery, 'datasets' | 'mask'>, tableRef: (table: string) => string, columnType: (type: DataColumn['type']) => string): string {
   if (!query.datasets.length) return '';
   const queries = query.datasets.map((dataset) => {
-    const columns = dataset.columns.map((c) => (c.masked ? `cast(${sqlLiteral(query.mask, ['true', 'false'])} as text) as ${quoteIdentifier(c.name)}` : quoteIdentifier(c.name)));
-    const where = [columns.length ? null : '1 = 0', dataset.rowFilter].filter(Boolean);
+    const columns = dataset.columns.map((c) => {
+      if (dataset.unbuilt) return `cast(null as ${columnType(c.type ?? 'string')}) as ${quoteIdentifier(c.name)}`;
+      return c.masked ? `cast(${sqlLiteral(query.mask, ['true', 'false'])} as text) as ${quoteIdentifier(c.name)}` : quoteIdentifier(c.name);
+    });
+    const where = [columns.length && !dataset.unbuilt ? null : '1 = 0', dataset.rowFilter].filter(Boolean);
     const materialized = dataset.rowFilter ? 'materialized ' : '';
     return `${quoteIdentifier(dataset.name)} as ${materialized}(select ${columns.length ? columns.join(', ') : 'null as no_columns'} from ${tableRef(dataset.table)}${where.length ? ` where ${where.join(' and ')}` : ''})`;
   });

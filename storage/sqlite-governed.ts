@@ -1,6 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import { quoteIdentifier, type DataColumn, type DataColumnType } from './data-tables.ts';
+import { SQLITE_TYPES } from './data-tables-sqlite.ts';
 import {
   abortReason,
   asSubquery,
@@ -143,7 +144,7 @@ export class SqliteGovernedRunner {
     // Each row-filtered dataset's query is read once whatever the statement does, so its table is
     // read exactly once by it: a second read is the statement naming the table around the filter.
     const filtered = query.datasets.filter((d) => d.rowFilter !== null).map((d) => `(select count(*) from (select 1 from ${quoteIdentifier(d.name)} limit 1)) >= 0`);
-    const sql = `${datasetQueries(query, (name) => quoteIdentifier(table(name)))}select * from ${asSubquery(query.sql)}${filtered.length ? ` where ${filtered.join(' and ')}` : ''}`;
+    const sql = `${datasetQueries(query, (name) => quoteIdentifier(table(name)), (type) => SQLITE_TYPES[type])}select * from ${asSubquery(query.sql)}${filtered.length ? ` where ${filtered.join(' and ')}` : ''}`;
     const allowed = query.datasets.map((d) => ({ name: d.name, table: table(d.table), masked: d.columns.filter((c) => c.masked).map((c) => c.name), filtered: d.rowFilter !== null }));
     return { sql, params: query.params, allowed };
   }

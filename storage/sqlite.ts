@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { Kysely, SqliteDialect, sql, type CreateTableBuilder } from 'kysely';
+import { CompiledQuery, Kysely, SqliteDialect, sql, type CreateTableBuilder, type Driver } from 'kysely';
 import { changeEvents, checkCounterName, CREATE_COUNTERS_TABLE, isLastCounterGone } from './change-counters.ts';
 import { quoteIdentifier } from './data-tables.ts';
 import { createSqliteDataTables, physical } from './data-tables-sqlite.ts';
@@ -45,7 +45,7 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
   database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   registerRegexp(database);
   const writes = WriteClock.of(file);
-  const dialect = new SqliteDialect({ database: withPortableValues(database, writes) });
+  const dialect = new ImmediateTransactions({ database: withPortableValues(database, writes) });
   const db = new Kysely<any>({ dialect });
   // A database in memory has no file another connection could open: its long reads stay on `db`.
   const reads = file === ':memory:' ? null : new SqliteReadPool(file);
@@ -166,4 +166,19 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
       await db.destroy();
     },
   };
+}
+
+/**
+ * The SQLite dialect whose transactions take the write lock when they begin (BEGIN IMMEDIATE).
+ * Other processes write the same file (governed writes of recipes): a transaction that reads and
+ * then writes would otherwise fail at its first write with SQLITE_BUSY_SNAPSHOT whenever one of
+ * them committed in between, which the busy timeout cannot wait out; waiting for the lock at the
+ * start can.
+ */
+class ImmediateTransactions extends SqliteDialect {
+  override createDriver(): Driver {
+    const driver = super.createDriver();
+    driver.beginTransaction = async (connection) => void (await connection.executeQuery(CompiledQuery.raw('begin immediate')));
+    return driver;
+  }
 }

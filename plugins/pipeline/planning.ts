@@ -11,6 +11,9 @@ const MAX_PROPAGATION = 50;
 /** How long describing a recipe's result (its schema, its check) may take. */
 export const DESCRIBE_TIMEOUT_MS = 30_000;
 
+/** A dataset as a recipe reading it will find it: `unbuilt` when its columns are its producer's plan, not yet its table's. */
+export type ExpectedDataset = DatasetInfo & { unbuilt?: boolean };
+
 /** An output column as the recipe writes it: PII when computed from a PII column. */
 export interface OutputColumn extends DataColumn {
   pii: boolean;
@@ -42,7 +45,7 @@ export class RecipePlanning {
    * never written) takes the columns its producer's plan would write, recursively, so a chain of
    * recipes can be saved, checked and described before its first run.
    */
-  async expected(datasets: DatasetInfo[], principal: Principal | null, depth = 0): Promise<DatasetInfo[]> {
+  async expected(datasets: DatasetInfo[], principal: Principal | null, depth = 0): Promise<ExpectedDataset[]> {
     return Promise.all(
       datasets.map(async (dataset) => {
         if (dataset.columns.length > 0 || depth >= MAX_PROPAGATION) return dataset;
@@ -52,7 +55,7 @@ export class RecipePlanning {
           const inputs = await this.expected(await this.datasets(dataset.org_id, producer.recipe.inputs, 'inputs'), principal, depth + 1);
           const planned = await this.plan(producer.type, producer.recipe.params, principal, inputs, producer.recipe.outputs.length);
           const columns = planned[producer.recipe.outputs.indexOf(dataset.id)].columns;
-          return { ...dataset, columns: columns.map((c) => ({ name: c.name, type: c.type, pii: c.pii })) };
+          return { ...dataset, columns: columns.map((c) => ({ name: c.name, type: c.type, pii: c.pii })), unbuilt: true };
         } catch {
           return dataset; // its producer no longer plans: the dataset is as it is
         }
@@ -91,6 +94,7 @@ export class RecipePlanning {
           table: this.catalog.tableName(dataset),
           columns: dataset.columns.map((c) => ({ name: c.name, masked: false, type: c.type })),
           rowFilter: condition ? this.storage.dataTables.inline(condition, this.storage.db) : null,
+          unbuilt: (dataset as ExpectedDataset).unbuilt === true,
         };
       }),
     );

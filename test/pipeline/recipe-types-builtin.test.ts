@@ -46,11 +46,7 @@ describe.each(DIALECTS)('built-in recipe types (%s)', (dialect) => {
     return run;
   }
 
-  /**
-   * Runs `work` on each item one after another. Recipes are created and run serially on purpose:
-   * on SQLite a recipe saved (or an output swapped in) while another run's governed write commits
-   * can fail with SQLITE_BUSY_SNAPSHOT (a 500; reported separately), which is not what these tests are about.
-   */
+  /** Runs `work` on each item one after another (saves and runs at once: recipes.test.ts). */
   async function serially<T, R>(items: T[], work: (item: T, index: number) => Promise<R>): Promise<R[]> {
     const done: R[] = [];
     for (const [i, item] of items.entries()) done.push(await work(item, i));
@@ -179,10 +175,9 @@ describe.each(DIALECTS)('built-in recipe types (%s)', (dialect) => {
       expect((await rowsOf(t, source)).length).toBe(5);
     });
 
-    // Postgres: `contains` compiles to `lower(…) like … escape '\'`, which Postgres parses as a call of
-    // pg_catalog.like_escape, and storage/postgres-select.ts refuses schema-qualified calls that are not
-    // COERCE_SQL_SYNTAX: every filter or split recipe using `contains` fails its run (reported, not ours to fix).
-    (dialect === 'postgres' ? it.fails : it)('contains matches a substring regardless of case, its value literally (quotes, comments, % and _)', async () => {
+    // `contains` compiles to `lower(…) like … escape '\'`, which Postgres parses as a call of
+    // pg_catalog.like_escape: governed SQL admits it as the syntax it is.
+    it('contains matches a substring regardless of case, its value literally (quotes, comments, % and _)', async () => {
       const source = await input('flt', COLUMNS, ROWS);
       const cases: [string, number[]][] = [
         ['name:contains:b', [2, 3, 4]],

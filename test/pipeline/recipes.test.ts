@@ -123,4 +123,18 @@ describe.each(DIALECTS)('recipes pushed down to the database (%s)', (dialect) =>
       { dataset_id: out, name: 'evented', version: 3, row_count: 3, mode: 'replace' },
     ]);
   });
+
+  it('saves recipes and swaps outputs in while other runs write their outputs', async () => {
+    const outputs = await Promise.all(Array.from({ length: 6 }, (_, i) => emptyDataset(t, project, `busy_${i}`)));
+    const created = await Promise.all(outputs.map((out, i) => t.request('POST', '/api/pipeline/recipes', { body: { project_id: project, name: `busy ${i}`, type: 'group', inputs: [orders], outputs: [out], params: { keys: ['city'], aggregations: [{ fn: 'count', as: 'n' }] } } })));
+    for (const res of created) expect(res.status, res.text).toBe(201);
+    const runs = await Promise.all(created.map((res) => runRecipe(t, res.body.id)));
+    for (const run of runs) expect(run.status, JSON.stringify(run)).toBe('succeeded');
+    // More saves and runs, all at once.
+    const more = await Promise.all(outputs.map((out, i) => t.request('PATCH', `/api/pipeline/recipes/${created[i].body.id}`, { body: { params: { keys: ['city'], aggregations: [{ fn: 'count', as: 'rows' }] } } })));
+    for (const res of more) expect(res.status, res.text).toBe(200);
+    const again = await Promise.all(created.map((res) => runRecipe(t, res.body.id)));
+    for (const run of again) expect(run.status, JSON.stringify(run)).toBe('succeeded');
+    for (const out of outputs) expect((await t.request('GET', `/api/datasets/${out}`)).body).toMatchObject({ version: 3, row_count: 3 });
+  });
 });
