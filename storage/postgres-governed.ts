@@ -153,6 +153,9 @@ export class PostgresGovernedRunner {
           }
         },
         async (platform, role) => {
+          // Under the namespace lock: another instance's role setup granting on every table of the
+          // schema would update this table's privileges at once ("tuple concurrently updated").
+          await platform.query('select pg_advisory_xact_lock(hashtext($1))', [namespaceLockKey(write.orgId)]);
           await platform.query(`grant insert on ${target} to ${quoteIdentifier(role)}`);
         },
       );

@@ -10,6 +10,8 @@ import { FINAL_STATUSES, type RunStore } from './run-store.ts';
 
 const RECIPE_WORK = 'recipe';
 const BUILD_WORK = 'build';
+/** Beyond RECIPE_TIMEOUT_S, the time a run's work has to record its end (its statement or handler stops at the limit itself). */
+const WORK_MARGIN_MS = 60_000;
 /** Attempts of a recipe's work: a run cut short by its instance dying runs once more (its outputs were never half-written). */
 const RECIPE_ATTEMPTS = 2;
 
@@ -35,13 +37,14 @@ export class PipelineRunner implements PipelineRuns {
     private readonly recipes: RecipeStore,
     private readonly execution: RecipeExecution,
     private readonly catalog: DatasetCatalog,
-    private readonly timeoutMs: number,
+    /** RECIPE_TIMEOUT_S: how long one recipe run may take. */
+    private readonly timeoutSeconds: number,
   ) {}
 
   /** Registers the work handlers (at the plugin's init). */
   register(): void {
     const payload = z.object({ run_id: z.number().int() });
-    this.work.handle<{ run_id: number }>(RECIPE_WORK, (context) => this.executeRecipe(context), { payload, timeoutMs: this.timeoutMs + 60_000, maxAttempts: RECIPE_ATTEMPTS });
+    this.work.handle<{ run_id: number }>(RECIPE_WORK, (context) => this.executeRecipe(context), { payload, timeoutMs: this.timeoutSeconds * 1000 + WORK_MARGIN_MS, maxAttempts: RECIPE_ATTEMPTS });
     this.work.handle<{ run_id: number }>(BUILD_WORK, (context) => this.executeBuild(context), { payload, maxAttempts: 3 });
   }
 
@@ -119,7 +122,7 @@ export class PipelineRunner implements PipelineRuns {
       if (!context.principal) throw problems.forbidden('the run has nobody to act for');
       if (!context.principal.capabilities.has('pipeline.run')) throw problems.forbidden(`${context.principal.onBehalfOf.username} may not run recipes any more (capability "pipeline.run")`);
       const recipe = await this.recipes.get(orgId, run.recipe_id!);
-      const result = await this.execution.run(recipe, { principal: context.principal, signal: context.signal, timeoutMs: this.timeoutMs * 1000, log });
+      const result = await this.execution.run(recipe, { principal: context.principal, signal: context.signal, timeoutMs: this.timeoutSeconds * 1000, log });
       await this.finish(run.id, 'succeeded', { rows_written: result.rows, input_versions: result.inputVersions });
       log('info', `succeeded: ${result.rows} rows written`);
     } catch (err) {
@@ -130,7 +133,7 @@ export class PipelineRunner implements PipelineRuns {
         log('warn', 'cancelled: every output is as it was');
         await this.finish(run.id, 'cancelled', { error: { title: 'Cancelled', detail: 'the run was cancelled' } });
       } else {
-        const error = aborted?.reason === 'timeout' ? { title: 'Timed out', detail: `the run took longer than RECIPE_TIMEOUT_S (${this.timeoutMs} s)` } : errorOf(err);
+        const error = aborted?.reason === 'timeout' ? { title: 'Timed out', detail: `the run took longer than RECIPE_TIMEOUT_S (${this.timeoutSeconds} s)` } : errorOf(err);
         log('error', `failed: ${error.detail}`);
         await this.finish(run.id, 'failed', { error });
       }
