@@ -115,7 +115,9 @@ export class PipelineRunner implements PipelineRuns {
     const orgId = context.orgId!;
     const run = await this.runs.get(orgId, context.payload.run_id);
     if (FINAL_STATUSES.includes(run.status)) return;
-    const log = (level: 'info' | 'warn' | 'error', message: string) => void this.runs.log(run.id, level, message).catch(() => undefined);
+    // Lines are written one after another, in the order they were logged, before the run ends.
+    let logged = Promise.resolve();
+    const log = (level: 'info' | 'warn' | 'error', message: string) => void (logged = logged.then(() => this.runs.log(run.id, level, message)).catch(() => undefined));
     if (context.item.attempts > 1) log('warn', `attempt ${context.item.attempts}: the instance running the previous attempt stopped before it ended; running again`);
     await this.runs.update(run.id, { status: 'running', started_at: this.storage.now() });
     try {
@@ -123,27 +125,28 @@ export class PipelineRunner implements PipelineRuns {
       if (!context.principal.capabilities.has('pipeline.run')) throw problems.forbidden(`${context.principal.onBehalfOf.username} may not run recipes any more (capability "pipeline.run")`);
       const recipe = await this.recipes.get(orgId, run.recipe_id!);
       const result = await this.execution.run(recipe, { principal: context.principal, signal: context.signal, timeoutMs: this.timeoutSeconds * 1000, log });
-      await this.finish(run.id, 'succeeded', { rows_written: result.rows, input_versions: result.inputVersions });
       log('info', `succeeded: ${result.rows} rows written`);
+      await logged;
+      await this.finish(run.id, 'succeeded', { rows_written: result.rows, input_versions: result.inputVersions });
     } catch (err) {
       const aborted = context.signal.aborted ? (context.signal.reason as WorkAborted) : null;
       // Handed back (its plugin reloading, its instance stopping) or taken over: the next attempt runs it.
       if (aborted && (aborted.reason === 'released' || aborted.reason === 'lost')) throw err;
       if (aborted?.reason === 'cancelled') {
         log('warn', 'cancelled: every output is as it was');
+        await logged;
         await this.finish(run.id, 'cancelled', { error: { title: 'Cancelled', detail: 'the run was cancelled' } });
       } else {
         const error = aborted?.reason === 'timeout' ? { title: 'Timed out', detail: `the run took longer than RECIPE_TIMEOUT_S (${this.timeoutSeconds} s)` } : errorOf(err);
         log('error', `failed: ${error.detail}`);
+        await logged;
         await this.finish(run.id, 'failed', { error });
       }
     }
     if (run.parent_run_id !== null) await this.advance(orgId, run.parent_run_id, context.principal);
   }
 
-  /**
-   * Ends a run unless it already ended. Ending the last child of a build ends the build.
-   */
+  /** Ends a run unless it already ended; answers whether it did. */
   private async finish(runId: number, status: RunStatus, changes: Parameters<RunStore['update']>[1] = {}, db: Kysely<any> = this.storage.db): Promise<boolean> {
     return this.runs.update(runId, { ...changes, status, ended_at: this.storage.now() }, db);
   }
