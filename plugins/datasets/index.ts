@@ -10,7 +10,7 @@ import { columnLookup, compileFilter } from './filters.ts';
 import { DatasetLoader, type StagedTarget } from './loader.ts';
 import { datasetMigrations } from './migrations.ts';
 import { datasetRoutes, parseUploadLimit } from './routes.ts';
-import { rowsReader, seesPii } from './rows-query.ts';
+import { rowsReader, rowsStreamer, seesPii } from './rows-query.ts';
 import { parseJsonValue } from './values.ts';
 
 /** The `datasets` router: datasets as real tables, CSV and JSON ingest, row queries, export, schema contracts. */
@@ -48,6 +48,7 @@ export default definePlugin({
       decode: (type, value) => storage.dataTables.decode(type, value),
       parseValue: parseJsonValue,
       rows: readRows,
+      stream: rowsStreamer(storage, store, policies),
     });
     ctx.provideService(datasetContracts, operations);
     return {

@@ -2,28 +2,50 @@
  * Runs a manifest's recipe handler (`module:function`) in a worker thread of its own, so that a
  * handler that throws, hangs, spins, exits or eats memory fails its run with a reason and leaves
  * the server running. Rows stream both ways in batches with back-pressure: the worker asks for an
- * input's next page only as its handler reads, and its `write` resolves only once the main side's
- * `output.write` did, so memory does not follow the size of a dataset.
+ * input's pages as its handler reads (at most `READ_AHEAD_PAGES` asked and not yet read), and at
+ * most `OUTPUT_CALLS_IN_FLIGHT` of its output calls wait for the main side's `output` to take them,
+ * so memory does not follow the size of a dataset.
+ *
+ * Rows cross between the threads by column, an array of values per column (far cheaper to copy
+ * than an object per row): an input's pages by their `columns`, the output's batches by the
+ * declared output columns. The worker builds the row objects its handler reads, one by one as it
+ * reads them, and takes apart the row objects its handler writes.
  *
  * Messages (structured clone), worker → main: `read` (an input's next page), `columns` and `write`
- * (answered once the output took them), `log`, `invalid` (output that cannot be copied), and last
+ * (answered once the output took them; `values` null when the handler's rows were no array of row
+ * objects or came before the columns), `log`, `invalid` (output that cannot be copied), and last
  * one of `done`, `threw`, `not_a_function`. Main → worker: the answer to a request, by its id.
  */
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
 
+/** A page of an input, by column: `values[i][r]` is the value of `columns[i]` in row `r` (the handler sees `{ [column]: value }` objects). */
+export interface HandlerPage {
+  columns: string[];
+  values: unknown[][];
+  rows: number;
+}
+
 export interface HandlerInput {
   dataset: { id: number; name: string; columns: { name: string; type: string }[] };
-  /** Pages of rows in dataset order, read by the main thread on demand (the next page only when the worker asks). */
-  pages(): AsyncIterable<Record<string, unknown>[]>;
+  /**
+   * Pages of rows in dataset order, read by the main thread on demand (as the worker asks, at most
+   * `READ_AHEAD_PAGES` ahead of the page its handler reads); `next` may be called again before
+   * the previous call settled (an async generator queues the calls).
+   */
+  pages(): AsyncIterable<HandlerPage>;
 }
 
 export interface HandlerOutput {
   /** Called once, before the first write, with the output columns (type one of string, integer, number, boolean, date, timestamp, json). */
   columns(columns: { name: string; type: string }[]): Promise<void>;
-  /** One batch of rows; the worker's `write` resolves only after this resolves (back-pressure). A rejection fails the run with that error. */
-  write(rows: Record<string, unknown>[]): Promise<void>;
+  /**
+   * One batch of rows, by column: an array of values per declared column, in their order, all of
+   * one length (a property the handler's row object lacks is undefined). The worker's `write`
+   * resolves only after this resolves (back-pressure). A rejection fails the run with that error.
+   */
+  write(values: unknown[][]): Promise<void>;
 }
 
 export interface HandlerRun {
@@ -59,12 +81,19 @@ export class RecipeHandlerError extends Error {
 export const OUTPUT_COLUMN_TYPES = ['string', 'integer', 'number', 'boolean', 'date', 'timestamp', 'json'] as const;
 
 const DEFAULT_MEMORY_LIMIT_MB = 256;
+/** Pages of an input the worker asks for ahead of the one its handler reads (the next ones are read meanwhile). */
+export const READ_AHEAD_PAGES = 3;
+/**
+ * Output calls of the worker posted and not yet acknowledged: a handler that does not await its
+ * writes queues the rest in the worker (in its own, limited heap), not in the main thread.
+ */
+export const OUTPUT_CALLS_IN_FLIGHT = 4;
 const WORKER_MODULE = new URL('./handler-worker.mjs', import.meta.url);
 
 type WorkerMessage =
   | { type: 'read'; id: number; input: number }
   | { type: 'columns'; id: number; columns: unknown }
-  | { type: 'write'; id: number; rows: unknown }
+  | { type: 'write'; id: number; values: unknown }
   | { type: 'log'; level: 'info' | 'warn' | 'error'; message: string }
   | { type: 'invalid' | 'threw' | 'not_a_function'; message: string }
   | { type: 'done' };
@@ -75,7 +104,14 @@ export function runRecipeHandler(run: HandlerRun): Promise<{ rows: number }> {
   return new Promise((resolve, reject) => {
     const memoryLimitMb = run.memoryLimitMb ?? DEFAULT_MEMORY_LIMIT_MB;
     const worker = new Worker(WORKER_MODULE, {
-      workerData: { modulePath: run.modulePath, exportName: run.exportName, params: run.params, datasets: run.inputs.map((input) => input.dataset) },
+      workerData: {
+        modulePath: run.modulePath,
+        exportName: run.exportName,
+        params: run.params,
+        datasets: run.inputs.map((input) => input.dataset),
+        readAhead: READ_AHEAD_PAGES,
+        outputCallsInFlight: OUTPUT_CALLS_IN_FLIGHT,
+      },
       // Not the server's own flags (`--import tsx` would load tsx twice): the worker registers its hooks itself.
       execArgv: [],
       resourceLimits: { maxOldGenerationSizeMb: memoryLimitMb },
@@ -85,10 +121,11 @@ export function runRecipeHandler(run: HandlerRun): Promise<{ rows: number }> {
     forwardLines(worker.stdout, (line) => run.log('info', line));
     forwardLines(worker.stderr, (line) => run.log('warn', line));
 
-    const readers: (AsyncIterator<Record<string, unknown>[]> | undefined)[] = run.inputs.map(() => undefined);
+    const readers: (AsyncIterator<HandlerPage> | undefined)[] = run.inputs.map(() => undefined);
     let settled = false;
     let rows = 0;
     let columnsGiven = false;
+    let width = 0;
     // Output calls and the end are handled in the order the worker sent them, one at a time.
     let outputDone: Promise<void> = Promise.resolve();
 
@@ -114,7 +151,7 @@ export function runRecipeHandler(run: HandlerRun): Promise<{ rows: number }> {
     const readPage = async (id: number, input: number) => {
       const reader = (readers[input] ??= run.inputs[input].pages()[Symbol.asyncIterator]());
       const page = await reader.next();
-      if (!settled) worker.postMessage({ id, rows: page.done ? null : page.value });
+      if (!settled) worker.postMessage(page.done ? { id, values: null } : { id, columns: page.value.columns, values: page.value.values, rows: page.value.rows });
     };
 
     const takeOutput = async (message: Extract<WorkerMessage, { type: 'columns' | 'write' | 'done' }>) => {
@@ -129,12 +166,13 @@ export function runRecipeHandler(run: HandlerRun): Promise<{ rows: number }> {
         const problem = columnsProblem(message.columns);
         if (problem) return invalid(problem);
         columnsGiven = true;
+        width = (message.columns as unknown[]).length;
         await run.output.columns((message.columns as { name: string; type: string }[]).map(({ name, type }) => ({ name, type })));
       } else {
         if (!columnsGiven) return invalid('output.write was called before output.columns');
-        if (!isRowArray(message.rows)) return invalid('output.write expects an array of row objects');
-        await run.output.write(message.rows);
-        rows += message.rows.length;
+        if (!isBatch(message.values, width)) return invalid('output.write expects an array of row objects');
+        await run.output.write(message.values);
+        rows += message.values[0].length;
       }
       if (!settled) worker.postMessage({ id: message.id });
     };
@@ -182,8 +220,9 @@ function columnsProblem(columns: unknown): string | undefined {
   return undefined;
 }
 
-function isRowArray(rows: unknown): rows is Record<string, unknown>[] {
-  return Array.isArray(rows) && rows.every((row) => typeof row === 'object' && row !== null && !Array.isArray(row));
+/** A batch as the worker sends it: `width` arrays of values of one length (null: the handler's rows were no array of row objects). */
+function isBatch(values: unknown, width: number): values is unknown[][] {
+  return Array.isArray(values) && values.length === width && values.every((column) => Array.isArray(column) && column.length === values[0].length);
 }
 
 /** Calls `take` with each line the worker prints (a handler's console output belongs in its run's log). */

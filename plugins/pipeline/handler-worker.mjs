@@ -16,7 +16,7 @@ register('../../kernel/registry/reload-hooks.mjs', import.meta.url, {
   data: { platformPackage: new URL('../../package.json', import.meta.url).href },
 });
 
-const { modulePath, exportName, params, datasets } = workerData;
+const { modulePath, exportName, params, datasets, readAhead, outputCallsInFlight } = workerData;
 const port = parentPort;
 
 /** Requests awaiting the main side's answer, by id: page reads and output calls. */
@@ -55,22 +55,103 @@ function inputOf(index) {
   };
 }
 
+/**
+ * Pages come by column (an array of values per column); each row object is built as the handler
+ * reaches it. Up to `readAhead` pages are asked for beyond the one being read.
+ */
 async function* readRows(index) {
-  const nextPage = () => request({ type: 'read', input: index });
-  let pending = nextPage();
-  for (;;) {
-    const { rows } = await pending;
-    if (!rows) return;
-    pending = nextPage();
-    yield* rows;
+  const asked = [];
+  let ended = false;
+  const askAhead = () => {
+    while (!ended && asked.length < readAhead) asked.push(request({ type: 'read', input: index }));
+  };
+  askAhead();
+  while (asked.length > 0) {
+    const { columns, values, rows } = await asked.shift();
+    if (!values) {
+      ended = true;
+      return;
+    }
+    askAhead();
+    const rowOf = rowBuilder(columns, values);
+    for (let r = 0; r < rows; r++) yield rowOf(r);
   }
 }
 
+/** Makes the row objects of a page by column: own data properties named by `columns` (a column named __proto__ too). */
+function rowBuilder(columns, values) {
+  const width = columns.length;
+  if (columns.includes('__proto__')) {
+    return (r) => {
+      const row = {};
+      for (let i = 0; i < width; i++) Object.defineProperty(row, columns[i], { value: values[i][r], writable: true, enumerable: true, configurable: true });
+      return row;
+    };
+  }
+  return (r) => {
+    const row = {};
+    for (let i = 0; i < width; i++) row[columns[i]] = values[i][r];
+    return row;
+  };
+}
+
 /**
- * Output calls go out in order, at most this many unacknowledged at once: a handler that does not
- * await its writes queues them here (in its own, limited heap), not in the main thread.
+ * The handler's row objects by output column (an array of values per name of `names`), or null
+ * when `rows` is not an array of row objects. A name an object inherits (toString, say) is read
+ * only from the object's own properties, as copying the object would have.
  */
-const OUTPUT_CALLS_IN_FLIGHT = 2;
+function valuesOf(rows, names) {
+  if (!Array.isArray(rows)) return null;
+  const count = rows.length;
+  for (let r = 0; r < count; r++) {
+    const row = rows[r];
+    if (typeof row !== 'object' || row === null || Array.isArray(row)) return null;
+  }
+  return names.map((name) => {
+    // Filled by push, not preallocated: a holey array is copied to the main thread element by element, a packed one at once.
+    const values = [];
+    if (name in Object.prototype) {
+      for (let r = 0; r < count; r++) values.push(Object.prototype.propertyIsEnumerable.call(rows[r], name) ? rows[r][name] : undefined);
+    } else {
+      for (let r = 0; r < count; r++) values.push(rows[r][name]);
+    }
+    return values;
+  });
+}
+
+/** The names of the output columns the handler declared (its first `output.columns`), once it did. */
+let outputNames = null;
+
+function declareColumns(columns) {
+  if (outputNames === null) {
+    try {
+      outputNames = Array.isArray(columns) ? columns.map((column) => column?.name) : [];
+    } catch {
+      outputNames = []; // the main side refuses such columns anyway
+    }
+  }
+  return send({ type: 'columns', columns });
+}
+
+function writeRows(rows) {
+  let values = null;
+  if (outputNames !== null) {
+    try {
+      values = valuesOf(rows, outputNames);
+    } catch (err) {
+      // A getter that throws, a revoked proxy and the like: the rows cannot be read, hence not copied.
+      const problem = `output.write was given something that cannot be copied: ${messageOf(err)}`;
+      port.postMessage({ type: 'invalid', message: problem });
+      return Promise.reject(new Error(problem));
+    }
+  }
+  return send({ type: 'write', values });
+}
+
+/**
+ * Output calls go out in order, at most `outputCallsInFlight` unacknowledged at once: a handler
+ * that does not await its writes queues them here (in its own, limited heap), not in the main thread.
+ */
 const outbox = [];
 let inFlight = 0;
 /** Output calls not yet acknowledged: the handler may leave a write un-awaited, and the run waits for it. */
@@ -86,7 +167,7 @@ function send(message) {
 }
 
 function postOutbox() {
-  while (inFlight < OUTPUT_CALLS_IN_FLIGHT && outbox.length > 0) {
+  while (inFlight < outputCallsInFlight && outbox.length > 0) {
     const { message, resolve, reject } = outbox.shift();
     let answered;
     try {
@@ -115,8 +196,8 @@ const ctx = {
   params,
   inputs: datasets.map((_, index) => inputOf(index)),
   output: {
-    columns: (columns) => send({ type: 'columns', columns }),
-    write: (rows) => send({ type: 'write', rows }),
+    columns: declareColumns,
+    write: writeRows,
   },
   // The main side stops a run by terminating this thread, so this signal never fires: it is there
   // for handlers written against the RecipeRun contract, which pass a signal on.

@@ -1,6 +1,6 @@
 import { problems, type Principal } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
-import { PII_MASK, ROWS_PAGE_MAX, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
+import { PII_MASK, ROWS_STREAM_PAGE_MAX, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
 import { BatchChannel } from './batch-channel.ts';
 import { RecipeHandlerError, runRecipeHandler } from './handler-runtime.ts';
 import { checkCounts, type RecipePlanning } from './planning.ts';
@@ -58,31 +58,36 @@ export class RecipeExecution {
     const planned = await this.planning.plan(type, recipe.params, context.principal, inputs, outputs.length);
     const datasets = await this.planning.governed(context.principal, inputs);
     const statements = await Promise.all(planned.map((output) => this.planning.checked(output.sql, datasets)));
+    let swapping = 0;
     const written = await this.catalog.replace(
       outputs.map((dataset, i) => ({ dataset, columns: planned[i].columns })),
       async (staging) => {
         const counts: number[] = [];
         // One output after another: each statement is the database's work, not this process's.
         for (const [i, table] of staging.entries()) {
+          const started = performance.now();
           const { rows } = await this.storage.writeGoverned({ sql: statements[i], params: [], orgId: recipe.org_id, datasets, mask: PII_MASK, timeoutMs: context.timeoutMs, target: table, columns: planned[i].columns, signal: context.signal });
-          context.log('info', `computed ${rows} rows for "${outputs[i].name}"`);
+          context.log('info', `computed ${rows} rows for "${outputs[i].name}" in ${Math.round(performance.now() - started)} ms`);
           counts.push(rows);
         }
+        swapping = performance.now();
         return counts;
       },
     );
+    context.log('info', `swapped ${outputs.length === 1 ? 'the output' : `${outputs.length} outputs`} in (${Math.round(performance.now() - swapping)} ms)`);
     return written.reduce((sum, { rows }) => sum + rows, 0);
   }
 
   /**
-   * A handler type: its inputs are read page by page as the run's principal may read them (row
+   * A handler type: its inputs are streamed page by page as the run's principal may read them (row
    * policies apply), its output rows checked against the columns it declared and loaded as an
    * upload is: into a staging table swapped in once the handler returned.
    */
   private async runHandler(type: OfferedRecipeType, recipe: Recipe, inputs: DatasetInfo[], output: DatasetInfo, context: ExecutionContext): Promise<number> {
     checkCounts(type, inputs.length, 1);
     await this.planning.governed(context.principal, inputs); // refuses PII without datasets.pii.read
-    const channel = new BatchChannel<unknown[][]>();
+    // Checked batches may wait for the loader while the next ones are checked: the handler's thread and the database work meanwhile.
+    const channel = new BatchChannel<unknown[][]>(OUTPUT_BATCHES_AHEAD);
     let columns: { name: string; type: DatasetInfo['columns'][number]['type'] }[] = [];
     let loading = null as Promise<{ loaded: number }> | null;
     try {
@@ -90,14 +95,17 @@ export class RecipeExecution {
         modulePath: type.handler!.modulePath,
         exportName: type.handler!.exportName,
         params: recipe.params,
-        inputs: inputs.map((dataset) => ({ dataset: { id: dataset.id, name: dataset.name, columns: dataset.columns.map((c) => ({ name: c.name, type: c.type })) }, pages: () => this.pagesOf(context.principal, dataset) })),
+        inputs: inputs.map((dataset) => ({
+          dataset: { id: dataset.id, name: dataset.name, columns: dataset.columns.map((c) => ({ name: c.name, type: c.type })) },
+          pages: () => this.catalog.stream(context.principal, dataset.org_id, dataset.id, { pageSize: pageSizeOf(dataset) }),
+        })),
         output: {
           columns: async (declared) => {
             columns = declared as typeof columns;
             loading = this.catalog.load(output, columns, channel, 'replace');
             loading.catch(() => undefined); // awaited below; a failure also ends the channel's pushes
           },
-          write: async (rows) => channel.push(rows.map((row, i) => columns.map((c) => this.value(c, row[c.name], i)))),
+          write: async (values) => channel.push(this.rowsOf(columns, values)),
         },
         signal: context.signal,
         timeoutMs: context.timeoutMs,
@@ -113,21 +121,32 @@ export class RecipeExecution {
     }
   }
 
-  /** The dataset's rows as the principal may read them, a page at a time, in row order. */
-  private async *pagesOf(principal: Principal, dataset: DatasetInfo): AsyncGenerator<Record<string, unknown>[]> {
-    let cursor: string | undefined;
-    do {
-      const page = await this.catalog.rows(principal, dataset.org_id, dataset.id, { limit: ROWS_PAGE_MAX, cursor });
-      yield page.rows;
-      cursor = page.next_cursor ?? undefined;
-    } while (cursor);
-  }
-
-  private value(column: { name: string; type: DatasetInfo['columns'][number]['type'] }, value: unknown, row: number): unknown {
-    try {
-      return this.catalog.parseValue(column.type, value);
-    } catch (err) {
-      throw new RecipeHandlerError('invalid_output', `output row ${row + 1} of a batch, column "${column.name}": ${(err as Error).message}`);
+  /**
+   * A batch of the handler's output, by column (`values[j]` the values of `columns[j]`), as rows of
+   * typed values for the loader; a value that does not fit its column fails the run.
+   */
+  private rowsOf(columns: { name: string; type: DatasetInfo['columns'][number]['type'] }[], values: unknown[][]): unknown[][] {
+    const catalog = this.catalog;
+    const width = columns.length;
+    const count = values[0].length;
+    const rows: unknown[][] = new Array(count);
+    for (let i = 0; i < count; i += 1) {
+      const row = new Array(width);
+      for (let j = 0; j < width; j += 1) {
+        try {
+          row[j] = catalog.parseValue(columns[j].type, values[j][i]);
+        } catch (err) {
+          throw new RecipeHandlerError('invalid_output', `output row ${i + 1} of a batch, column "${columns[j].name}": ${(err as Error).message}`);
+        }
+      }
+      rows[i] = row;
     }
+    return rows;
   }
 }
+
+/** Batches of a handler's output checked and waiting for the loader, besides the one it writes. */
+const OUTPUT_BATCHES_AHEAD = 2;
+/** Values per page of a handler's input: fewer rows per page of a wide dataset, so a page's memory follows its width less. */
+const INPUT_PAGE_VALUES = 50_000;
+const pageSizeOf = (dataset: DatasetInfo) => Math.max(100, Math.min(ROWS_STREAM_PAGE_MAX, Math.floor(INPUT_PAGE_VALUES / Math.max(1, dataset.columns.length))));

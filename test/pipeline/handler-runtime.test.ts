@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { runRecipeHandler, RecipeHandlerError, type HandlerInput, type HandlerRun } from '../../plugins/pipeline/handler-runtime.ts';
+import { OUTPUT_CALLS_IN_FLIGHT, READ_AHEAD_PAGES, runRecipeHandler, RecipeHandlerError, type HandlerInput, type HandlerRun } from '../../plugins/pipeline/handler-runtime.ts';
 import { tempDir } from '../harness/index.ts';
 
 // Handler modules as a plugin outside the repository would have them: no node_modules of its own,
@@ -153,7 +153,9 @@ function numbers(count: number, pageSize = 1000, name = 'numbers') {
       try {
         for (let start = 0; start < count; start += pageSize) {
           state.pagesRead++;
-          yield Array.from({ length: Math.min(pageSize, count - start) }, (_, i) => ({ n: start + i, label: `row ${start + i}` }));
+          const rows = Math.min(pageSize, count - start);
+          const n = Array.from({ length: rows }, (_, i) => start + i);
+          yield { columns: ['n', 'label'], values: [n, n.map((i) => `row ${i}`)], rows };
         }
       } finally {
         state.closed = true;
@@ -163,18 +165,20 @@ function numbers(count: number, pageSize = 1000, name = 'numbers') {
   return Object.assign(state, { input });
 }
 
-/** An output that keeps what it is given (or only counts the rows, with `keepRows: false`). */
+/** An output that keeps what it is given, as row objects (or only counts the rows, with `keepRows: false`). */
 function collector({ keepRows = true, writeDelayMs = 0 } = {}) {
   const taken = { columns: [] as { name: string; type: string }[][], rows: [] as Record<string, unknown>[], rowCount: 0, writes: 0 };
   const output: HandlerRun['output'] = {
     async columns(columns) {
       taken.columns.push(columns);
     },
-    async write(rows) {
+    async write(values) {
       taken.writes++;
       if (writeDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, writeDelayMs));
-      taken.rowCount += rows.length;
-      if (keepRows) taken.rows.push(...rows);
+      const count = values[0].length;
+      taken.rowCount += count;
+      const names = taken.columns[0].map((c) => c.name);
+      if (keepRows) for (let r = 0; r < count; r++) taken.rows.push(Object.fromEntries(names.map((name, i) => [name, values[i][r]])));
     },
   };
   return Object.assign(taken, { output });
@@ -246,22 +250,23 @@ describe('runRecipeHandler', () => {
       return watch;
     }
 
-    it('paces reading to a slow output: at most two writes unacknowledged, input read at most a page ahead', async () => {
+    it(`paces reading to a slow output: at most ${OUTPUT_CALLS_IN_FLIGHT} writes unacknowledged, input read at most ${READ_AHEAD_PAGES} pages ahead`, async () => {
       const watch = watchUnacknowledgedWrites();
       const source = numbers(10_000);
       let mostPagesAhead = 0;
       const target = collector({ keepRows: false, writeDelayMs: 20 });
       const write = target.output.write;
       target.output.write = async (rows) => {
-        // Pages handed out beyond the rows acknowledged: the one being read, the next one, and this batch.
+        // Pages handed out beyond the rows acknowledged: the one being read, those asked ahead, and the
+        // batches of 500 rows in flight (this one among them).
         mostPagesAhead = Math.max(mostPagesAhead, source.pagesRead - Math.floor(target.rowCount / 1000));
         await write(rows);
       };
       await runRecipeHandler(handlerRun(tsModule, 'copy', { inputs: [source.input], output: target.output }));
       expect(target.rowCount).toBe(10_000);
       expect(watch.most).toBeGreaterThanOrEqual(1);
-      expect(watch.most).toBeLessThanOrEqual(2);
-      expect(mostPagesAhead).toBeLessThanOrEqual(3);
+      expect(watch.most).toBeLessThanOrEqual(OUTPUT_CALLS_IN_FLIGHT);
+      expect(mostPagesAhead).toBeLessThanOrEqual(1 + READ_AHEAD_PAGES + Math.ceil((OUTPUT_CALLS_IN_FLIGHT * 500) / 1000));
     });
 
     it('holds back the writes of a handler that does not await them; the run waits for every one', async () => {
@@ -270,7 +275,7 @@ describe('runRecipeHandler', () => {
       const result = await runRecipeHandler(handlerRun(jsModule, 'writeWithoutAwaiting', { output: target.output }));
       expect(result).toEqual({ rows: 4_000 });
       expect(target.rows.map((row) => row.n)).toEqual(Array.from({ length: 4_000 }, (_, i) => i));
-      expect(watch.most).toBe(2);
+      expect(watch.most).toBe(OUTPUT_CALLS_IN_FLIGHT);
     });
   });
 
