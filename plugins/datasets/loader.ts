@@ -42,7 +42,7 @@ export class DatasetLoader {
   ) {}
 
   /** Writes typed row batches into one dataset (an upload, a plugin recipe's output). */
-  async load(dataset: Dataset, columns: DataColumn[], batches: AsyncIterable<unknown[][]> | Iterable<unknown[][]>, mode: LoadMode): Promise<{ dataset: Dataset; loaded: number }> {
+  async load(dataset: Dataset, columns: StagedTarget['columns'], batches: AsyncIterable<unknown[][]> | Iterable<unknown[][]>, mode: LoadMode): Promise<{ dataset: Dataset; loaded: number }> {
     const [result] = await this.staged([{ dataset, columns }], mode, async ([staging]) => [await this.writeBatches(dataset.org_id, staging, columns, batches)]);
     return { dataset: result.dataset, loaded: result.rows };
   }

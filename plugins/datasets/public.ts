@@ -94,9 +94,9 @@ export interface DatasetCatalog {
   seesPii(principal: Principal): boolean;
   /**
    * Loads typed rows into a dataset all or nothing (as an upload does): `replace` takes `columns` as
-   * the new schema, `append` needs the dataset's columns.
+   * the new schema (a column flagged `pii` is PII from then on), `append` needs the dataset's columns.
    */
-  load(dataset: DatasetInfo, columns: { name: string; type: DataColumnType }[], batches: AsyncIterable<unknown[][]>, mode: 'append' | 'replace'): Promise<{ dataset: DatasetInfo; loaded: number }>;
+  load(dataset: DatasetInfo, columns: { name: string; type: DataColumnType; pii?: boolean }[], batches: AsyncIterable<unknown[][]>, mode: 'append' | 'replace'): Promise<{ dataset: DatasetInfo; loaded: number }>;
   /**
    * Replaces the rows and columns of several datasets of one organization all or nothing (a
    * recipe's outputs): `fill` writes each staging table, named within the organization's

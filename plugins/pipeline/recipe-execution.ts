@@ -102,7 +102,10 @@ export class RecipeExecution {
         output: {
           columns: async (declared) => {
             columns = declared as typeof columns;
-            loading = this.catalog.load(output, columns, channel, 'replace');
+            // What a handler computes from which column is unknown: with any PII input, every
+            // output column is PII (an owner holding datasets.pii.read may unflag what is not).
+            const pii = inputs.some((d) => d.columns.some((c) => c.pii));
+            loading = this.catalog.load(output, columns.map((c) => ({ ...c, pii })), channel, 'replace');
             loading.catch(() => undefined); // awaited below; a failure also ends the channel's pushes
           },
           write: async (values) => channel.push(this.rowsOf(columns, values)),

@@ -64,5 +64,8 @@ describe.each(DIALECTS)('plugin recipe handler inputs (%s)', (dialect) => {
     const rows = await rowsOf(t, out);
     expect(rows.map((r) => r.id)).toEqual(Array.from({ length: 25 }, (_, i) => i + 1));
     expect(rows[0]).toEqual({ id: 1, country: 'FR', amount: 1.5, email: 'p1@example.test' });
+    // What the handler computed from which column is unknown: with a PII input, every output column is PII.
+    const columns = (await t.request('GET', `/api/datasets/${out}`)).body.columns as { name: string; pii: boolean }[];
+    expect(columns.map((c) => `${c.name}:${c.pii}`)).toEqual(['id:true', 'country:true', 'amount:true', 'email:true']);
   });
 });
