@@ -21,9 +21,28 @@ interface Running {
   timer?: NodeJS.Timeout;
 }
 
-/** A row as an object with own keys only: a column named `__proto__` or `toString` is a value like any other. */
-function rowOf(columns: string[], values: unknown[]): Record<string, unknown> {
-  return Object.fromEntries(columns.map((name, i) => [name, values[i]]));
+type RowMaker = (values: unknown[]) => Record<string, unknown>;
+
+/** Row makers by column list (a page of rows is the same statement page after page). */
+const rowMakers = new Map<string, RowMaker>();
+const ROW_MAKERS_KEPT = 200;
+
+/**
+ * A row as an object with own keys only: a column named `__proto__` or `toString` is a value like
+ * any other. The object is an object literal with computed keys, made once per column list: keys
+ * come from the closure, never from the code's text, and a computed `__proto__` key defines an own
+ * property (it does not set the prototype). Far cheaper per row than Object.fromEntries.
+ */
+function rowMaker(columns: string[]): RowMaker {
+  const key = columns.join('\u0000');
+  let make = rowMakers.get(key);
+  if (!make) {
+    const fields = columns.map((_, i) => `[k[${i}]]: v[${i}]`).join(', ');
+    make = new Function('k', `return (v) => ({ ${fields} });`)(columns) as RowMaker;
+    if (rowMakers.size >= ROW_MAKERS_KEPT) rowMakers.delete(rowMakers.keys().next().value!);
+    rowMakers.set(key, make);
+  }
+  return make;
 }
 
 /** A worker thread (sqlite-read-worker.mjs) with its read-only connection: one statement at a time. */
@@ -43,7 +62,7 @@ class ReadWorker {
     this.thread.unref();
     this.thread.on('message', (answer: Answer) => {
       if (answer.error) this.settle(null, Object.assign(new Error(answer.error.message), { code: answer.error.code }));
-      else this.settle({ rows: answer.rows.map((row) => rowOf(answer.columns, row)), ...(answer.changes === undefined ? {} : { numAffectedRows: BigInt(answer.changes) }) });
+      else this.settle({ rows: answer.rows.map(rowMaker(answer.columns)), ...(answer.changes === undefined ? {} : { numAffectedRows: BigInt(answer.changes) }) });
     });
     this.thread.on('error', (err) => this.stop(err));
     this.thread.on('exit', (code) => this.stop(new Error(`the read worker ended (exit code ${code})`)));
