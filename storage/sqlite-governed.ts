@@ -1,7 +1,9 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import { quoteIdentifier, type DataColumn, type DataColumnType } from './data-tables.ts';
 import { SQLITE_TYPES } from './data-tables-sqlite.ts';
+import { READ_THREAD_NICENESS } from './sqlite-read-pool.ts';
 import {
   abortReason,
   asSubquery,
@@ -232,6 +234,7 @@ export class SqliteGovernedRunner {
     });
     child.unref();
     child.channel?.unref();
+    lowerPriority(child);
     const runner: QueryProcess = { kind, child, job: null };
     child.on('message', (answer: Answer) => {
       const job = runner.job;
@@ -257,4 +260,13 @@ export class SqliteGovernedRunner {
 /** A result column's type: numeric as the process counted its values, else judged by them. */
 function judgedType(answer: Answer, i: number): string {
   return answer.numericTypes![i] ?? typeFromValues(answer.rows!.map((r) => r[i]));
+}
+
+/** When the CPU is short, the server's event loop is served before a query process (as before the read threads). */
+function lowerPriority(child: ChildProcess): void {
+  try {
+    if (child.pid !== undefined) os.setPriority(child.pid, READ_THREAD_NICENESS);
+  } catch {
+    // not allowed here: the default priority
+  }
 }

@@ -5,8 +5,8 @@ import { QueryTimeoutError } from './read-only-query.ts';
 
 /** How long a read waits on a lock (a checkpoint truncating the WAL) before failing. */
 const BUSY_TIMEOUT_MS = 5000;
-/** Niceness of the read threads (Linux): the event loop is served first when the CPU is short. */
-const READ_THREAD_NICENESS = 10;
+/** Niceness of the read threads and query processes (Linux): the event loop is served first when the CPU is short. */
+export const READ_THREAD_NICENESS = 10;
 
 interface Answer {
   columns: string[];
