@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { CompiledQuery, Kysely, SqliteDialect, sql, type CreateTableBuilder, type Driver } from 'kysely';
+import { Kysely, SqliteDialect, sql, type CreateTableBuilder } from 'kysely';
 import { changeEvents, checkCounterName, CREATE_COUNTERS_TABLE, isLastCounterGone } from './change-counters.ts';
 import { quoteIdentifier } from './data-tables.ts';
 import { createSqliteDataTables, physical } from './data-tables-sqlite.ts';
@@ -45,7 +45,7 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
   database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   registerRegexp(database);
   const writes = WriteClock.of(file);
-  const dialect = new ImmediateTransactions({ database: withPortableValues(database, writes) });
+  const dialect = new SqliteDialect({ database: withPortableValues(database, writes) });
   const db = new Kysely<any>({ dialect });
   // A database in memory has no file another connection could open: its long reads stay on `db`.
   const reads = file === ':memory:' ? null : new SqliteReadPool(file);
@@ -116,7 +116,7 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
     encodeJson: (value) => (value === undefined ? null : JSON.stringify(value)),
     decodeJson: <T>(stored: unknown) => (typeof stored === 'string' ? (JSON.parse(stored) as T) : (stored as T)),
     now: () => new Date().toISOString(),
-    transaction: (work) => db.transaction().execute(work),
+    transaction: (work) => retryingSnapshots(() => db.transaction().execute(work)),
     // One process owns a SQLite file's writes at a time (the driver serialises them), so there is
     // nothing to coordinate beyond the transaction each migration already runs in.
     withMigrationLock: (work) => work(),
@@ -168,17 +168,22 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
   };
 }
 
+/** Attempts of a transaction whose snapshot another process's commit made stale. */
+const SNAPSHOT_ATTEMPTS = 5;
+
 /**
- * The SQLite dialect whose transactions take the write lock when they begin (BEGIN IMMEDIATE).
- * Other processes write the same file (governed writes of recipes): a transaction that reads and
- * then writes would otherwise fail at its first write with SQLITE_BUSY_SNAPSHOT whenever one of
- * them committed in between, which the busy timeout cannot wait out; waiting for the lock at the
- * start can.
+ * Runs a transaction again when it fails with SQLITE_BUSY_SNAPSHOT: other processes write the
+ * same file (recipes' governed writes), and a transaction that read before one of them committed
+ * cannot write on that stale snapshot (the busy timeout does not wait it out); run again, it reads
+ * afresh. Transactions begin deferred rather than immediate so that a read never holds the write
+ * lock: the event loop would then wait, synchronously, whenever a query process writes.
  */
-class ImmediateTransactions extends SqliteDialect {
-  override createDriver(): Driver {
-    const driver = super.createDriver();
-    driver.beginTransaction = async (connection) => void (await connection.executeQuery(CompiledQuery.raw('begin immediate')));
-    return driver;
+async function retryingSnapshots<T>(transaction: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await transaction();
+    } catch (err) {
+      if (attempt >= SNAPSHOT_ATTEMPTS || (err as { code?: string }).code !== 'SQLITE_BUSY_SNAPSHOT') throw err;
+    }
   }
 }
