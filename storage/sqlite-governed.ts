@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { quoteIdentifier, type DataColumn, type DataColumnType } from './data-tables.ts';
 import { SQLITE_TYPES } from './data-tables-sqlite.ts';
-import { READ_THREAD_NICENESS } from './sqlite-read-pool.ts';
+import { BACKGROUND_NICENESS } from './thread-priority.mjs';
 import {
   abortReason,
   asSubquery,
@@ -265,7 +265,7 @@ function judgedType(answer: Answer, i: number): string {
 /** When the CPU is short, the server's event loop is served before a query process (as before the read threads). */
 function lowerPriority(child: ChildProcess): void {
   try {
-    if (child.pid !== undefined) os.setPriority(child.pid, READ_THREAD_NICENESS);
+    if (child.pid !== undefined) os.setPriority(child.pid, BACKGROUND_NICENESS);
   } catch {
     // not allowed here: the default priority
   }

@@ -5,8 +5,6 @@ import { QueryTimeoutError } from './read-only-query.ts';
 
 /** How long a read waits on a lock (a checkpoint truncating the WAL) before failing. */
 const BUSY_TIMEOUT_MS = 5000;
-/** Niceness of the read threads and query processes (Linux): the event loop is served first when the CPU is short. */
-export const READ_THREAD_NICENESS = 10;
 
 interface Answer {
   columns: string[];
@@ -54,7 +52,7 @@ class ReadWorker {
 
   constructor(file: string) {
     this.thread = new Worker(new URL('./sqlite-read-worker.mjs', import.meta.url), {
-      workerData: { file, busyTimeoutMs: BUSY_TIMEOUT_MS, niceness: READ_THREAD_NICENESS },
+      workerData: { file, busyTimeoutMs: BUSY_TIMEOUT_MS },
       // Plain JavaScript: none of the parent's loaders.
       execArgv: [],
     });

@@ -3,26 +3,14 @@
 // own, off the main thread, so the server's event loop keeps answering while they run. WAL lets
 // this connection read beside the main one's writes; it sees what was committed when a statement
 // (or its read transaction) began. Plain JavaScript: workers start without the TypeScript loader.
-import fs from 'node:fs';
-import os from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { asBoolean, bindAll, booleanColumns } from './sqlite-portable-values.mjs';
 import { registerRegexp } from './sqlite-regexp.mjs';
+import { lowerThreadPriority } from './thread-priority.mjs';
 
-/**
- * Long reads give way to the request path when the CPU is short: this thread runs at a lower
- * priority (Linux names a thread by its own id; elsewhere the thread keeps the process's priority).
- */
-function lowerPriority() {
-  try {
-    const thread = Number(fs.readlinkSync('/proc/thread-self').split('/').pop());
-    os.setPriority(thread, workerData.niceness);
-  } catch {
-    // no /proc/thread-self, or not allowed: the default priority
-  }
-}
-lowerPriority();
+// Long reads give way to the request path when the CPU is short.
+lowerThreadPriority();
 
 const db = new Database(workerData.file, { readonly: true, fileMustExist: true });
 db.pragma(`busy_timeout = ${workerData.busyTimeoutMs}`);

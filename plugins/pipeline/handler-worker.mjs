@@ -10,7 +10,10 @@ import { register } from 'node:module';
 import { parentPort, workerData } from 'node:worker_threads';
 import { pathToFileURL } from 'node:url';
 import { register as registerTypeScript } from 'tsx/esm/api';
+import { lowerThreadPriority } from '../../storage/thread-priority.mjs';
 
+// A handler's work gives way to the request path when the CPU is short.
+lowerThreadPriority();
 registerTypeScript();
 register('../../kernel/registry/reload-hooks.mjs', import.meta.url, {
   data: { platformPackage: new URL('../../package.json', import.meta.url).href },

@@ -1,0 +1,2 @@
+export const BACKGROUND_NICENESS: number;
+export function lowerThreadPriority(niceness?: number): void;
