@@ -116,7 +116,7 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
     encodeJson: (value) => (value === undefined ? null : JSON.stringify(value)),
     decodeJson: <T>(stored: unknown) => (typeof stored === 'string' ? (JSON.parse(stored) as T) : (stored as T)),
     now: () => new Date().toISOString(),
-    transaction: (work) => retryingSnapshots(() => db.transaction().execute(work)),
+    transaction: (work) => retryingBusy(() => db.transaction().execute(work)),
     // One process owns a SQLite file's writes at a time (the driver serialises them), so there is
     // nothing to coordinate beyond the transaction each migration already runs in.
     withMigrationLock: (work) => work(),
@@ -168,22 +168,27 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
   };
 }
 
-/** Attempts of a transaction whose snapshot another process's commit made stale. */
-const SNAPSHOT_ATTEMPTS = 5;
+/** How long a transaction is run again while another connection holds the write lock (as BUSY_TIMEOUT_MS waits for a statement). */
+const TRANSACTION_RETRY_MS = BUSY_TIMEOUT_MS;
 
 /**
- * Runs a transaction again when it fails with SQLITE_BUSY_SNAPSHOT: other processes write the
- * same file (recipes' governed writes), and a transaction that read before one of them committed
- * cannot write on that stale snapshot (the busy timeout does not wait it out); run again, it reads
- * afresh. Transactions begin deferred rather than immediate so that a read never holds the write
- * lock: the event loop would then wait, synchronously, whenever a query process writes.
+ * Runs a transaction again while it fails because another connection writes the same file (the
+ * governed write processes of recipes, another instance): SQLITE_BUSY_SNAPSHOT, when one of them
+ * committed after this transaction read, and SQLITE_BUSY, when this transaction, having read, wants
+ * to write while one of them holds the write lock (SQLite answers that at once, without the busy
+ * timeout, since waiting could deadlock). Run again, it reads afresh. The waits between attempts
+ * are timers: the event loop keeps serving meanwhile, where BEGIN IMMEDIATE would have waited for
+ * the lock synchronously.
  */
-async function retryingSnapshots<T>(transaction: () => Promise<T>): Promise<T> {
+async function retryingBusy<T>(transaction: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + TRANSACTION_RETRY_MS;
   for (let attempt = 1; ; attempt += 1) {
     try {
       return await transaction();
     } catch (err) {
-      if (attempt >= SNAPSHOT_ATTEMPTS || (err as { code?: string }).code !== 'SQLITE_BUSY_SNAPSHOT') throw err;
+      const code = (err as { code?: string }).code;
+      if ((code !== 'SQLITE_BUSY' && code !== 'SQLITE_BUSY_SNAPSHOT') || Date.now() >= deadline) throw err;
     }
+    await new Promise((resolve) => setTimeout(resolve, Math.min(2 * attempt, 25)));
   }
 }
