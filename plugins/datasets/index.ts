@@ -42,9 +42,18 @@ export default definePlugin({
       },
       // The catalog hands out the datasets it read itself, which carry their table name.
       table: (dataset) => storage.dataTables.ref(dataset.org_id, (dataset as Dataset).table_name),
-      tableName: (dataset) => (dataset as Dataset).table_name,
       seesPii,
       scope: (principal, dataset) => policies.scope(principal, dataset as Dataset),
+      governed: async (principal, dataset, name = dataset.name) => {
+        const condition = principal ? (await policies.scope(principal, dataset as Dataset)).condition : null;
+        const masks = principal !== null && !seesPii(principal);
+        return {
+          name,
+          table: (dataset as Dataset).table_name,
+          columns: dataset.columns.map((c) => ({ name: c.name, masked: c.pii && masks, type: c.type })),
+          rowFilter: condition ? storage.dataTables.inline(condition, storage.db) : null,
+        };
+      },
       decode: (type, value) => storage.dataTables.decode(type, value),
       parseValue: parseJsonValue,
       rows: readRows,

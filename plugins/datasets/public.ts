@@ -5,7 +5,7 @@
 import type { RawBuilder } from 'kysely';
 import { z } from 'zod';
 import { pluginServiceRef, type Principal } from '../../kernel/plugin-api.ts';
-import type { DataColumn, DataColumnType } from '../../storage/index.ts';
+import type { DataColumn, DataColumnType, GovernedDataset } from '../../storage/index.ts';
 
 /** The capability to see every row of every dataset, whatever its row policies. */
 export const ROW_POLICY_BYPASS = 'datasets.policies.bypass';
@@ -83,8 +83,6 @@ export interface DatasetCatalog {
   findByNames(orgId: number, names: string[]): Promise<DatasetInfo[]>;
   /** The dataset's table, for queries pushed down to the database. */
   table(dataset: DatasetInfo): RawBuilder<unknown>;
-  /** The name of the dataset's table within its organization's namespace (governed SQL's `GovernedDataset.table`). */
-  tableName(dataset: DatasetInfo): string;
   /**
    * The rows the caller may read under the dataset's row policies: a condition on the dataset's
    * table (null: every row) and a key naming that scope, for caches.
@@ -92,6 +90,13 @@ export interface DatasetCatalog {
   scope(principal: Principal, dataset: DatasetInfo): Promise<{ condition: RawBuilder<boolean> | null; key: string }>;
   /** Whether the caller sees the values of PII columns (`datasets.pii.read`). */
   seesPii(principal: Principal): boolean;
+  /**
+   * The dataset as governed SQL reads it for the caller (`Storage.runReadOnly`, `writeGoverned`),
+   * named `name` (default: its own name): PII columns masked without `datasets.pii.read`, rows
+   * limited by its row policies (written in as literals, so a statement's own $1, $2… keep their
+   * numbers). Null: the platform describing a statement, which reads no row: nothing masked or limited.
+   */
+  governed(principal: Principal | null, dataset: DatasetInfo, name?: string): Promise<GovernedDataset>;
   /**
    * Loads typed rows into a dataset all or nothing (as an upload does): `replace` takes `columns` as
    * the new schema (a column flagged `pii` is PII from then on), `append` needs the dataset's columns.

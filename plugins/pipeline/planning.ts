@@ -81,32 +81,26 @@ export class RecipePlanning {
    * Null: the platform planning a recipe to know its columns (lineage), never reading a row.
    */
   async governed(principal: Principal | null, inputs: DatasetInfo[]): Promise<GovernedDataset[]> {
-    if (principal && !this.catalog.seesPii(principal)) {
-      const pii = inputs.find((d) => d.columns.some((c) => c.pii));
-      if (pii) throw problems.forbidden(`dataset "${pii.name}" has PII columns: a recipe reading it runs as someone holding the capability "datasets.pii.read"`);
-    }
+    this.refusePii(principal, inputs);
     const unique = [...new Map(inputs.map((d) => [d.id, d])).values()];
-    return Promise.all(
-      unique.map(async (dataset) => {
-        const condition = principal ? (await this.catalog.scope(principal, dataset)).condition : null;
-        return {
-          name: dataset.name,
-          table: this.catalog.tableName(dataset),
-          columns: dataset.columns.map((c) => ({ name: c.name, masked: false, type: c.type })),
-          rowFilter: condition ? this.storage.dataTables.inline(condition, this.storage.db) : null,
-          unbuilt: (dataset as ExpectedDataset).unbuilt === true,
-        };
-      }),
-    );
+    return Promise.all(unique.map(async (dataset) => ({ ...(await this.catalog.governed(principal, dataset)), unbuilt: (dataset as ExpectedDataset).unbuilt === true })));
+  }
+
+  /** A recipe reading PII runs as someone who sees it (a 403 otherwise); null, the platform planning, reads no row. */
+  refusePii(principal: Principal | null, inputs: DatasetInfo[]): void {
+    if (!principal || this.catalog.seesPii(principal)) return;
+    const pii = inputs.find((d) => d.columns.some((c) => c.pii));
+    if (pii) throw problems.forbidden(`dataset "${pii.name}" has PII columns: a recipe reading it runs as someone holding the capability "datasets.pii.read"`);
   }
 
   /**
    * Plans a recipe of a planned type over its inputs, checking the type's input and output counts:
-   * each output's SELECT, its columns, and their PII flags.
+   * each output's SELECT, its columns, and their PII flags. `governed`: the inputs' governed view
+   * for `principal`, when the caller already has it (a run, which also runs the statements over it).
    */
-  async plan(type: OfferedRecipeType, params: unknown, principal: Principal | null, inputs: DatasetInfo[], outputCount: number): Promise<RunnableOutput[]> {
+  async plan(type: OfferedRecipeType, params: unknown, principal: Principal | null, inputs: DatasetInfo[], outputCount: number, governed?: GovernedDataset[]): Promise<RunnableOutput[]> {
     checkCounts(type, inputs.length, outputCount);
-    const governed = await this.governed(principal, inputs);
+    governed ??= await this.governed(principal, inputs);
     const recipeInputs: RecipeDataset[] = inputs.map((d) => ({ id: d.id, name: d.name, columns: d.columns.map((c) => ({ name: c.name, type: c.type })) }));
     const context: RecipePlanContext<unknown> = {
       params,

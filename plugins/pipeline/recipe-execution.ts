@@ -55,8 +55,8 @@ export class RecipeExecution {
   }
 
   private async runPlanned(type: OfferedRecipeType, recipe: Recipe, inputs: DatasetInfo[], outputs: DatasetInfo[], context: ExecutionContext): Promise<number> {
-    const planned = await this.planning.plan(type, recipe.params, context.principal, inputs, outputs.length);
     const datasets = await this.planning.governed(context.principal, inputs);
+    const planned = await this.planning.plan(type, recipe.params, context.principal, inputs, outputs.length, datasets);
     const statements = await Promise.all(planned.map((output) => this.planning.checked(output.sql, datasets)));
     let swapping = 0;
     const written = await this.catalog.replace(
@@ -85,7 +85,7 @@ export class RecipeExecution {
    */
   private async runHandler(type: OfferedRecipeType, recipe: Recipe, inputs: DatasetInfo[], output: DatasetInfo, context: ExecutionContext): Promise<number> {
     checkCounts(type, inputs.length, 1);
-    await this.planning.governed(context.principal, inputs); // refuses PII without datasets.pii.read
+    this.planning.refusePii(context.principal, inputs);
     // Checked batches may wait for the loader while the next ones are checked: the handler's thread and the database work meanwhile.
     const channel = new BatchChannel<unknown[][]>(OUTPUT_BATCHES_AHEAD);
     let columns: { name: string; type: DatasetInfo['columns'][number]['type'] }[] = [];

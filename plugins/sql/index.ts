@@ -31,21 +31,8 @@ export default definePlugin({
       // columns or functions, and the database refuses a table that is no dataset offered to it.
       const reads = parsed.exact ? parsed.relations : parsed.relations.filter((name) => byName.has(name.toLowerCase()));
       if (parsed.exact && missing.length) throw problems.badRequest(`no dataset named ${missing.map((m) => `"${m}"`).join(', ')} in this organization`, [{ path: 'body.sql', message: `unknown dataset ${missing[0]}` }]);
-      const seesPii = catalog.seesPii(principal);
-      // Each dataset as this caller may see it: PII masked without datasets.pii.read, rows limited by
-      // its row policies (written in as literals, so the query's own $1, $2… keep their numbers).
-      const datasets: GovernedDataset[] = await Promise.all(
-        reads.map(async (name) => {
-          const dataset = byName.get(name.toLowerCase())!;
-          const { condition } = await catalog.scope(principal, dataset);
-          return {
-            name,
-            table: catalog.tableName(dataset),
-            columns: dataset.columns.map((c) => ({ name: c.name, masked: c.pii && !seesPii })),
-            rowFilter: condition ? storage.dataTables.inline(condition, storage.db) : null,
-          };
-        }),
-      );
+      // Each dataset as this caller may see it, by the name the query reads it by.
+      const datasets: GovernedDataset[] = await Promise.all(reads.map((name) => catalog.governed(principal, byName.get(name.toLowerCase())!, name)));
 
       const started = performance.now();
       const digest = crypto.createHash('sha256').update(body.sql).digest('hex');
