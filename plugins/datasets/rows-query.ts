@@ -1,5 +1,5 @@
 import { sql, type RawBuilder } from 'kysely';
-import { problems, type Principal } from '../../kernel/plugin-api.ts';
+import { pageCursor, problems, type Principal } from '../../kernel/plugin-api.ts';
 import { ROW_ID, type Storage } from '../../storage/index.ts';
 import { columnLookup, compileFilter } from './filters.ts';
 import { PII_MASK, ROWS_PAGE_MAX, ROWS_STREAM_PAGE_MAX, type DatasetCatalog, type RowsBlock, type RowsPage, type RowsQuery } from './public.ts';
@@ -117,16 +117,7 @@ export async function* allRows(storage: Storage, dataset: Dataset, visibility: V
   }
 }
 
-const encodeCursor = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
-function decodeCursor(cursor: string): { after?: number; offset?: number } {
-  try {
-    const value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (typeof value === 'object' && value && (Number.isSafeInteger(value.after) || Number.isSafeInteger(value.offset))) return value;
-  } catch {
-    // fall through
-  }
-  throw problems.badRequest('cursor is not one this server issued', [{ path: 'query.cursor', message: 'invalid cursor' }]);
-}
+const decodeCursor = (cursor: string) => pageCursor.decode<{ after?: number; offset?: number }>(cursor, (value) => Number.isSafeInteger(value.after) || Number.isSafeInteger(value.offset));
 
 /** A sum as a balanced tree: a thousand columns added one after another pass SQLite's expression depth limit. */
 function sumOf(terms: RawBuilder<unknown>[]): RawBuilder<unknown> {
@@ -195,6 +186,6 @@ export async function queryRows(storage: Storage, dataset: Dataset, request: Row
   const cells = selected.map((c) => cellOf(storage, c, visibility));
   const rows = page.map((row) => Object.fromEntries(selected.map((c, i) => [c.name, cells[i](row[c.name])])));
   const last = page.at(-1);
-  const next = !more || !last ? null : keyset ? encodeCursor({ after: Number(last[ROW_ID]) }) : encodeCursor({ offset: offset + page.length });
+  const next = !more || !last ? null : keyset ? pageCursor.encode({ after: Number(last[ROW_ID]) }) : pageCursor.encode({ offset: offset + page.length });
   return { columns: selected.map((c) => ({ name: c.name, type: c.type, masked: masked(c) })), rows, next_cursor: next };
 }

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { problems } from '../../kernel/plugin-api.ts';
+import { pageCursor, problems } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import type { Run, RunFilter, RunKind, RunStatus, RunTrigger } from './public.ts';
 
@@ -22,16 +22,9 @@ export interface NewRun {
   error?: { title: string; detail: string } | null;
 }
 
-const encodeCursor = (id: number) => Buffer.from(JSON.stringify({ before: id })).toString('base64url');
-function decodeCursor(cursor: string): number {
-  try {
-    const { before } = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (Number.isSafeInteger(before)) return before;
-  } catch {
-    // fall through
-  }
-  throw problems.badRequest('cursor is not one this server issued', [{ path: 'query.cursor', message: 'invalid cursor' }]);
-}
+/** A page's cursor holds the id the next page's runs come before. */
+const encodeCursor = (id: number) => pageCursor.encode({ before: id });
+const decodeCursor = (cursor: string) => pageCursor.decode<{ before: number }>(cursor, (value) => Number.isSafeInteger(value.before)).before;
 
 /** Runs and their log lines, one organization at a time. */
 export class RunStore {
