@@ -14,7 +14,7 @@ import {
 } from '../../kernel/plugin-api.ts';
 import { ConnectorStore, SECRET_MASK, type ConnectorRow } from './connector-store.ts';
 import { connectorMigrations } from './migrations.ts';
-import { connectorTypes, type ConnectorType } from './public.ts';
+import { connectorActions, connectorTypes, type ConnectorActions, type ConnectorType } from './public.ts';
 
 const connectorSchema = z
   .object({
@@ -94,6 +94,31 @@ export default definePlugin({
       if (masked.length) refuseMaskedSecretsOnRetarget(type, data, store.open(previous!), masked);
       return store.seal(data, type.secretFields);
     };
+    const actions: ConnectorActions = {
+      async run(orgId, connectorId, name, input, principal, audit, location = 'body') {
+        const row = await store.get(orgId, connectorId);
+        const type = await typeOf(row);
+        // Own actions only: `__proto__`, `constructor` or `toString` name no action of the type.
+        const action = Object.hasOwn(type.actions, name) ? type.actions[name] : undefined;
+        if (!action) throw problems.notFound(`connector type ${type.type} has no action "${name}" (it has: ${Object.keys(type.actions).join(', ')})`);
+        const args = action.args.safeParse(input);
+        if (!args.success) throw problems.badRequest(`invalid arguments for ${name}`, fieldErrorsOf(args.error.issues, location));
+        let result;
+        try {
+          result = await action.run({ config: store.open(row.config), args: args.data, orgId, principal, audit });
+        } catch (err) {
+          await audit.record({ action: 'connector.action', outcome: 'failure', targetType: 'connector', targetId: row.id, details: { action: name, reason: (err as Error).message } });
+          if (err instanceof OutboundRefusedError) throw problems.unprocessable(err.message);
+          if (err instanceof OutboundFailedError) throw new HttpProblem(502, err.message);
+          throw err;
+        }
+        const failed = result.status !== undefined && result.status >= 400;
+        await audit.record({ action: 'connector.action', outcome: failed ? 'failure' : 'success', targetType: 'connector', targetId: row.id, details: { action: name, remote_status: result.status ?? null } });
+        if (failed) throw new HttpProblem(result.status!, `the ${type.type} peer answered ${result.status}`, { title: 'Remote call failed' });
+        return result;
+      },
+    };
+    ctx.provideService(connectorActions, actions);
     const base = { security: 'bearer', orgScoped: true } as const;
     const idParams = s.idParam('id');
 
@@ -233,28 +258,7 @@ export default definePlugin({
           capability: 'connectors.use',
           request: { params: z.object({ id: s.pathId, action: z.string().min(1) }), body: z.record(z.string(), z.unknown()) },
           responses: { 200: { description: 'What the peer answered', schema: z.object({ result: z.unknown() }) }, 409: { description: 'The type of the connector is no longer offered here (its plugin is not loaded or is disabled)' }, 422: { description: 'The action refused the call (e.g. an outbound address that is not allowed, or an import the source or dataset refuses)' }, 502: { description: 'The peer could not be reached or failed; an error status of the peer is passed on as the status of this answer' } },
-          handler: async ({ params, body, orgId, principal, audit }) => {
-            const row = await store.get(orgId, params.id);
-            const type = await typeOf(row);
-            // Own actions only: `__proto__`, `constructor` or `toString` name no action of the type.
-            const action = Object.hasOwn(type.actions, params.action) ? type.actions[params.action] : undefined;
-            if (!action) throw problems.notFound(`connector type ${type.type} has no action "${params.action}" (it has: ${Object.keys(type.actions).join(', ')})`);
-            const args = action.args.safeParse(body);
-            if (!args.success) throw problems.badRequest(`invalid arguments for ${params.action}`, fieldErrorsOf(args.error.issues, 'body'));
-            let result;
-            try {
-              result = await action.run({ config: store.open(row.config), args: args.data, orgId: orgId, principal: principal, audit });
-            } catch (err) {
-              await audit.record({ action: 'connector.action', outcome: 'failure', targetType: 'connector', targetId: row.id, details: { action: params.action, reason: (err as Error).message } });
-              if (err instanceof OutboundRefusedError) throw problems.unprocessable(err.message);
-              if (err instanceof OutboundFailedError) throw new HttpProblem(502, err.message);
-              throw err;
-            }
-            const failed = result.status !== undefined && result.status >= 400;
-            await audit.record({ action: 'connector.action', outcome: failed ? 'failure' : 'success', targetType: 'connector', targetId: row.id, details: { action: params.action, remote_status: result.status ?? null } });
-            if (failed) throw new HttpProblem(result.status!, `the ${type.type} peer answered ${result.status}`, { title: 'Remote call failed' });
-            return { result: result.body };
-          },
+          handler: async ({ params, body, orgId, principal, audit }) => ({ result: (await actions.run(orgId, params.id, params.action, body, principal, audit)).body }),
         }),
       ],
     };

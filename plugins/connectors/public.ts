@@ -1,6 +1,6 @@
 /** The connectors plugin's public contract: how a connector-type plugin contributes its type. */
 import { z, type ZodObject, type ZodType } from 'zod';
-import { defineExtensionPoint, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
+import { defineExtensionPoint, pluginServiceRef, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
 
 /** What an action answers: the body for the caller, and the receiver's status when it failed. */
 export interface ActionResult {
@@ -57,3 +57,19 @@ export const connectorTypes = defineExtensionPoint<ConnectorType>({
     test: fn.optional(),
   }),
 });
+
+/** Runs connector actions for other plugins (a scenario's `send_message` step, its reporters). */
+export interface ConnectorActions {
+  /**
+   * Runs `action` of the organization's connector `connectorId` with `args`, as
+   * POST /api/connectors/{id}/actions/{action} does: the connector's type must be offered in the
+   * organization (409 otherwise), its secrets are decrypted for the call only, the call passes the
+   * outbound guard, once, without retry, and is audited through `audit`. Problems: 404 for an
+   * unknown connector or action, 400 for arguments that fail the action's schema (each field named
+   * under `location`, default `body`), 422 for a destination the outbound policy refuses, 502 for a
+   * peer that cannot be reached, and the peer's own status (400 and above) when it answered an error.
+   */
+  run(orgId: number, connectorId: number, action: string, args: unknown, principal: Principal, audit: RequestAudit, location?: string): Promise<ActionResult>;
+}
+
+export const connectorActions = pluginServiceRef<ConnectorActions>('connectors.actions');

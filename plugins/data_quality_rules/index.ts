@@ -5,6 +5,7 @@ import { datasetCatalog, DATASET_DELETED, PII_MASK, ROW_POLICY_BYPASS, type Data
 import { evaluate, SAMPLE_ROWS, type Evaluation } from './evaluate.ts';
 import { governedSql, type GovernedSql } from '../sql/public.ts';
 import { qualityMigrations } from './migrations.ts';
+import { qualityRules, type QualityRules } from './public.ts';
 import { RuleStore, type Rule, type RunScope, type StoredRun } from './rule-store.ts';
 import { RULE_TYPES, ruleDefinition, type RuleDefinition } from './rule-types.ts';
 
@@ -75,7 +76,23 @@ function runAsSeenBy({ run, scope }: StoredRun, reader: ReaderScope) {
 }
 
 /** A run as answered to the caller who ran it: everything, in their own scope. */
-const runnersRun = ({ run }: StoredRun) => ({ ...run, details_withheld: false });
+const runnersRun = ({ run }: StoredRun) => ({ ...run, details_withheld: false as const });
+
+const ruleFields = {
+  name: z.string().trim().min(1).max(200),
+  type: z.enum(RULE_TYPES),
+  params: z.record(z.string(), z.unknown()).describe('Per type: not_null/unique {column}; range {column, min?, max?}; pattern {column, pattern}; allowed_values {column, values}; row_count_between {min?, max?}; freshness {column?, max_age_hours}; custom_sql {condition}'),
+  severity: z.enum(['warn', 'error']).default('error'),
+  enabled: z.boolean().default(true),
+};
+
+/** What POST /rules takes (and `QualityRules.create`). */
+const ruleInput = z.object({ dataset_id: z.number().int().positive(), ...ruleFields });
+
+/** The capability a route would have asked of the caller, asked of a service's caller (a background run acts with its user's capabilities as of now). */
+function requireCapability(principal: Principal, capability: string) {
+  if (!principal.capabilities.has(capability)) throw problems.forbidden(`missing capability "${capability}"`);
+}
 
 const NUMERIC_OR_TIME = ['integer', 'number', 'date', 'timestamp'];
 
@@ -197,15 +214,32 @@ export default definePlugin({
       if (definition.type === 'custom_sql') await checkCondition(sqlService, dataset, definition.params.condition, principal, audit);
       if (definition.type === 'pattern') await checkPattern(storage, definition.params.pattern);
     };
+    const service: QualityRules = {
+      async create(orgId, principal, input, audit) {
+        requireCapability(principal, 'datasets.write');
+        const parsed = ruleInput.safeParse(input);
+        if (!parsed.success) {
+          const errors = fieldErrorsOf(parsed.error.issues, 'body');
+          throw problems.badRequest(`invalid rule: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
+        }
+        const body = parsed.data;
+        const dataset = await catalog.get(orgId, body.dataset_id);
+        const definition = checkDefinition(body, dataset, catalog.seesPii(principal));
+        await checkRunnable(definition, dataset, principal, audit);
+        const rule = await rules.create(orgId, { ...body, ...definition });
+        await audit.record({ action: 'dq.rule.create', targetType: 'dq_rule', targetId: rule.id, details: { dataset_id: dataset.id, type: rule.type } });
+        return rule;
+      },
+      list: (orgId, datasetId) => rules.list(orgId, datasetId),
+      async run(orgId, ruleId, principal, audit) {
+        requireCapability(principal, 'datasets.read');
+        const rule = await rules.get(orgId, ruleId);
+        return runnersRun(await runner.run(rule, await catalog.get(orgId, rule.dataset_id), principal, audit));
+      },
+    };
+    ctx.provideService(qualityRules, service);
     const base = { security: 'bearer', orgScoped: true } as const;
     const idParams = s.idParam('id');
-    const ruleFields = {
-      name: z.string().trim().min(1).max(200),
-      type: z.enum(RULE_TYPES),
-      params: z.record(z.string(), z.unknown()).describe('Per type: not_null/unique {column}; range {column, min?, max?}; pattern {column, pattern}; allowed_values {column, values}; row_count_between {min?, max?}; freshness {column?, max_age_hours}; custom_sql {condition}'),
-      severity: z.enum(['warn', 'error']).default('error'),
-      enabled: z.boolean().default(true),
-    };
 
     return {
       routes: [
@@ -217,16 +251,9 @@ export default definePlugin({
           description:
             'A rule checks a dataset column (not null, unique, range, pattern, accepted values, freshness, a row condition…), evaluated in the database when run. Parameters are checked for the rule\'s type (400); a column the dataset lacks or of the wrong type is a 422; a rule on a PII column needs `datasets.pii.read` (403).',
           capability: 'datasets.write',
-          request: { body: z.object({ dataset_id: z.number().int().positive(), ...ruleFields }) },
+          request: { body: ruleInput },
           responses: { 201: { description: 'The rule', schema: ruleSchema }, 422: { description: 'The column of the rule does not exist in the dataset or has the wrong type for the rule' } },
-          handler: async ({ body, orgId, principal, audit }) => {
-            const dataset = await catalog.get(orgId, body.dataset_id);
-            const definition = checkDefinition(body, dataset, catalog.seesPii(principal));
-            await checkRunnable(definition, dataset, principal, audit);
-            const rule = await rules.create(orgId, { ...body, ...definition });
-            await audit.record({ action: 'dq.rule.create', targetType: 'dq_rule', targetId: rule.id, details: { dataset_id: dataset.id, type: rule.type } });
-            return reply(201, rule);
-          },
+          handler: async ({ body, orgId, principal, audit }) => reply(201, await service.create(orgId, principal, body, audit)),
         }),
         defineRoute({
           ...base,
@@ -305,10 +332,7 @@ export default definePlugin({
           capability: 'datasets.read',
           request: { params: idParams },
           responses: { 200: { description: 'The run', schema: runSchema } },
-          handler: async ({ params, orgId, principal, audit }) => {
-            const rule = await rules.get(orgId, params.id);
-            return runnersRun(await runner.run(rule, await catalog.get(orgId, rule.dataset_id), principal, audit));
-          },
+          handler: ({ params, orgId, principal, audit }) => service.run(orgId, params.id, principal, audit),
         }),
         defineRoute({
           ...base,
