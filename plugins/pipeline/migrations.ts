@@ -80,4 +80,15 @@ export const pipelineMigrations: Record<string, Migration> = {
       await db.schema.dropTable('pipeline_runs').execute();
     },
   },
+  '2026-11-27T1000_pipeline_run_schedule': {
+    async up({ db }) {
+      // The schedule whose fire started the run (the scheduler plugin's id; null otherwise).
+      await db.schema.alterTable('pipeline_runs').addColumn('schedule_id', 'integer').execute();
+      await db.schema.createIndex('pipeline_runs_schedule').on('pipeline_runs').columns(['org_id', 'schedule_id']).execute();
+    },
+    async down({ db }) {
+      await db.schema.dropIndex('pipeline_runs_schedule').execute();
+      await db.schema.alterTable('pipeline_runs').dropColumn('schedule_id').execute();
+    },
+  },
 };

@@ -171,6 +171,8 @@ export interface Run {
   recipe_id: number | null;
   job_id: number | null;
   parent_run_id: number | null;
+  /** The schedule whose fire started the run (null: not started by a schedule). */
+  schedule_id: number | null;
   /** A build's target datasets and mode (null for a recipe's run). */
   targets: number[] | null;
   mode: string | null;
@@ -193,6 +195,7 @@ export interface RunFilter {
   job_id?: number;
   recipe_id?: number;
   parent_run_id?: number;
+  schedule_id?: number;
   /** ISO-8601, on created_at: since inclusive, until exclusive. */
   since?: string;
   until?: string;
@@ -209,6 +212,8 @@ export interface BuildRequest {
   job_id?: number | null;
   /** The run of a scenario or other run this build belongs to. */
   parent_run_id?: number | null;
+  /** The schedule whose fire starts the build (with trigger `schedule`). */
+  schedule_id?: number | null;
 }
 
 /**
@@ -262,6 +267,7 @@ export const runSchema = z
     recipe_id: z.number().int().nullable(),
     job_id: z.number().int().nullable(),
     parent_run_id: z.number().int().nullable(),
+    schedule_id: z.number().int().nullable().describe('The schedule whose fire started the run'),
     targets: z.array(z.number().int()).nullable().describe("A build's target datasets"),
     mode: z.string().nullable().describe("A build's mode"),
     created_by: z.number().int().nullable(),

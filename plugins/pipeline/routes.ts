@@ -45,6 +45,7 @@ const runsQuery = z.object({
   job_id: s.pathId.optional(),
   recipe_id: s.pathId.optional(),
   parent_run_id: s.pathId.optional().meta({ description: "A build's runs: its children" }),
+  schedule_id: s.pathId.optional().meta({ description: 'Runs started by this schedule' }),
   since: isoInstant.optional().meta({ description: 'Runs created at or after this ISO-8601 instant', example: '2026-11-25T00:00:00Z' }),
   until: isoInstant.optional().meta({ description: 'Runs created before this ISO-8601 instant', example: '2026-11-26T00:00:00Z' }),
   limit: z.coerce.number().int().min(1).max(500).default(50),

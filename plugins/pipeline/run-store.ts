@@ -13,6 +13,7 @@ export interface NewRun {
   recipe_id?: number | null;
   job_id?: number | null;
   parent_run_id?: number | null;
+  schedule_id?: number | null;
   targets?: number[] | null;
   mode?: string | null;
   /** A build's child run: the runs of the recipes it waits for. */
@@ -42,6 +43,7 @@ export class RunStore {
         recipe_id: run.recipe_id ?? null,
         job_id: run.job_id ?? null,
         parent_run_id: run.parent_run_id ?? null,
+        schedule_id: run.schedule_id ?? null,
         targets: run.targets ? this.storage.encodeJson(run.targets) : null,
         mode: run.mode ?? null,
         waits_for: run.waits_for ? this.storage.encodeJson(run.waits_for) : null,
@@ -125,6 +127,7 @@ export class RunStore {
     if (filter.job_id !== undefined) query = query.where('job_id', '=', filter.job_id);
     if (filter.recipe_id !== undefined) query = query.where('recipe_id', '=', filter.recipe_id);
     if (filter.parent_run_id !== undefined) query = query.where('parent_run_id', '=', filter.parent_run_id);
+    if (filter.schedule_id !== undefined) query = query.where('schedule_id', '=', filter.schedule_id);
     if (filter.since) query = query.where('created_at', '>=', filter.since);
     if (filter.until) query = query.where('created_at', '<', filter.until);
     if (filter.cursor) query = query.where('id', '<', decodeCursor(filter.cursor));
@@ -154,6 +157,7 @@ export class RunStore {
       recipe_id: row.recipe_id === null ? null : Number(row.recipe_id),
       job_id: row.job_id === null ? null : Number(row.job_id),
       parent_run_id: row.parent_run_id === null ? null : Number(row.parent_run_id),
+      schedule_id: row.schedule_id === null || row.schedule_id === undefined ? null : Number(row.schedule_id),
       targets: row.targets === null ? null : this.storage.decodeJson<number[]>(row.targets),
       mode: row.mode ?? null,
       created_by: row.created_by === null ? null : Number(row.created_by),

@@ -60,7 +60,7 @@ export class PipelineRunner implements PipelineRuns {
     return this.storage.transaction(async (trx) => {
       const run = await this.runs.create(
         orgId,
-        { kind: 'job', trigger: request.trigger, project_id: request.project_id, job_id: request.job_id ?? null, parent_run_id: request.parent_run_id ?? null, targets: request.targets, mode: request.mode, created_by: actingUser(principal)?.userId ?? null },
+        { kind: 'job', trigger: request.trigger, project_id: request.project_id, job_id: request.job_id ?? null, parent_run_id: request.parent_run_id ?? null, schedule_id: request.schedule_id ?? null, targets: request.targets, mode: request.mode, created_by: actingUser(principal)?.userId ?? null },
         trx,
       );
       return this.enqueue(trx, BUILD_WORK, orgId, run, principal);
