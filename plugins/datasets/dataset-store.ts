@@ -23,7 +23,14 @@ export interface Dataset {
   updated_at: string;
 }
 
-/** The dataset catalog of one organization at a time; every read and write filters by `orgId`. */
+/** What a new dataset is created with. */
+export interface NewDataset {
+  name: string;
+  project_id: number;
+  description?: string | null;
+  columns: DatasetColumn[];
+}
+
 /** What a change of a dataset's record may set. */
 export interface DatasetChanges {
   name?: string;
@@ -31,6 +38,7 @@ export interface DatasetChanges {
   columns?: DatasetColumn[];
 }
 
+/** The dataset catalog of one organization at a time; every read and write filters by `orgId`. */
 export class DatasetStore {
   constructor(
     private readonly storage: Storage,
@@ -47,7 +55,7 @@ export class DatasetStore {
     return Number(n);
   }
 
-  async create(orgId: number, input: { name: string; project_id: number; description?: string | null; columns: DatasetColumn[] }, userId: number): Promise<Dataset> {
+  async create(orgId: number, input: NewDataset, userId: number | null): Promise<Dataset> {
     if (!(await this.projects.exists(orgId, input.project_id))) {
       throw problems.unprocessable(`project ${input.project_id} does not exist in this organization`, [{ path: 'body.project_id', message: 'no such project' }]);
     }

@@ -1,17 +1,18 @@
-import { definePlugin, kernelServices } from '../../kernel/plugin-api.ts';
+import { actingUser, definePlugin, fieldErrorsOf, kernelServices, problems } from '../../kernel/plugin-api.ts';
 import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
 import { contractRoutes } from './contract-routes.ts';
 import { policyRoutes } from './policy-routes.ts';
 import { RowPolicies } from './row-policies.ts';
-import { datasetCatalog, datasetContracts } from './public.ts';
+import { datasetCatalog, datasetContracts, DATASET_DELETED, type DatasetDeletedEvent } from './public.ts';
 import { contractOperations, ContractService } from './contracts.ts';
-import { DatasetStore, type Dataset } from './dataset-store.ts';
+import { DatasetStore, type Dataset, type NewDataset } from './dataset-store.ts';
 import { columnLookup, compileFilter } from './filters.ts';
 import { DatasetLoader, type StagedTarget } from './loader.ts';
 import { datasetMigrations } from './migrations.ts';
 import { datasetRoutes, parseUploadLimit } from './routes.ts';
 import { rowsReader, rowsStreamer, seesPii } from './rows-query.ts';
 import { parseJsonValue } from './values.ts';
+import { newDatasetInput } from './schemas.ts';
 
 /** The `datasets` router: datasets as real tables, CSV and JSON ingest, row queries, export, schema contracts. */
 export default definePlugin({
@@ -30,8 +31,29 @@ export default definePlugin({
     if (abandoned.length) logger.warn({ tables: abandoned }, 'dropped the staging tables of loads that were cut short');
     const policies = new RowPolicies(storage, groups, identity);
     const readRows = rowsReader(storage, store, policies, config.SQL_MAX_RESULT_BYTES);
+    const removeDataset = (orgId: number, id: number) =>
+      store.remove(orgId, id, (trx, doomed) => events.publish({ type: DATASET_DELETED, orgId, payload: { dataset_id: doomed.id, name: doomed.name } satisfies DatasetDeletedEvent }, trx));
     ctx.provideService(datasetCatalog, {
       get: (orgId, id) => store.get(orgId, id),
+      // The route's own body schema: a plugin creating a dataset meets the checks a client meets.
+      create: async (orgId, projectId, input, principal) => {
+        const parsed = newDatasetInput.safeParse({ ...input, project_id: projectId });
+        if (!parsed.success) throw problems.badRequest('the dataset is not valid', fieldErrorsOf(parsed.error.issues, 'body'));
+        return store.create(orgId, parsed.data as NewDataset, actingUser(principal)?.userId ?? null);
+      },
+      describe: async (orgId, id, docs) => {
+        let changed = false;
+        const dataset = await store.update(orgId, id, (current) => {
+          const columns = current.columns.map((c) => ({ ...c, description: docs.columns?.find((d) => d.name === c.name)?.description ?? c.description }));
+          const description = docs.description === undefined ? current.description : docs.description;
+          changed = description !== current.description || columns.some((c, i) => c.description !== current.columns[i].description);
+          return { description, columns };
+        });
+        return { dataset, changed };
+      },
+      remove: async (orgId, id) => {
+        await removeDataset(orgId, id);
+      },
       findByNames: (orgId, names) => store.findByNames(orgId, names),
       inProject: (orgId, projectId) => store.inProject(orgId, projectId),
       load: (dataset, columns, batches, mode) => loader.load(dataset as Dataset, columns, batches, mode),
@@ -62,7 +84,7 @@ export default definePlugin({
     ctx.provideService(datasetContracts, operations);
     return {
       routes: [
-        ...datasetRoutes({ store, policies, readRows, loader, storage, events, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT), maxPageBytes: config.SQL_MAX_RESULT_BYTES, csvLimits: { field: config.CSV_MAX_FIELD_BYTES, record: config.CSV_MAX_RECORD_BYTES } }),
+        ...datasetRoutes({ store, policies, readRows, loader, storage, removeDataset, uploadLimitBytes: parseUploadLimit(config.DATASET_UPLOAD_LIMIT), maxPageBytes: config.SQL_MAX_RESULT_BYTES, csvLimits: { field: config.CSV_MAX_FIELD_BYTES, record: config.CSV_MAX_RECORD_BYTES } }),
         ...policyRoutes({ store, policies }),
         ...contractRoutes({ store, contracts, operations }),
       ],

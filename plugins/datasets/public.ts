@@ -74,9 +74,29 @@ export interface RowsPage {
   next_cursor: string | null;
 }
 
+/** A new dataset as `DatasetCatalog.create` takes it (as the body of `POST /api/datasets`, without `project_id`). */
+export interface NewDatasetInput {
+  name: string;
+  description?: string | null;
+  columns?: { name: string; type: DataColumnType; pii?: boolean; description?: string | null }[];
+}
+
 export interface DatasetCatalog {
   /** The dataset if it belongs to the organization, else a 404 problem. */
   get(orgId: number, id: number): Promise<DatasetInfo>;
+  /**
+   * Creates a dataset in a project exactly as `POST /api/datasets` does (same checks, each problem
+   * naming the field under `body`: a bad name or column 400, a name taken 409, no such project
+   * 422), `principal`'s user recorded as its author. Auditing is the caller's business.
+   */
+  create(orgId: number, projectId: number, input: NewDatasetInput, principal: Principal): Promise<DatasetInfo>;
+  /**
+   * Sets the dataset's description and the descriptions of the columns it has (matched by name;
+   * others are ignored: a dataset not built yet has none). `changed`: whether anything differed.
+   */
+  describe(orgId: number, id: number, docs: { description?: string | null; columns?: { name: string; description: string | null }[] }): Promise<{ dataset: DatasetInfo; changed: boolean }>;
+  /** Deletes the dataset and its data as `DELETE /api/datasets/{id}` does (`datasets.deleted` published). */
+  remove(orgId: number, id: number): Promise<void>;
   /** The datasets of a project of the organization, by id. */
   inProject(orgId: number, projectId: number): Promise<DatasetInfo[]>;
   /** The organization's datasets with these names (names are matched ignoring case). */

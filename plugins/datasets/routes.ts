@@ -1,22 +1,20 @@
 import bytes from 'bytes';
 import { z } from 'zod';
-import { defineRoute, identitySchemas as s, kernelServices, problems, reply, type DomainEvents, type ServiceType } from '../../kernel/plugin-api.ts';
+import { defineRoute, identitySchemas as s, kernelServices, problems, reply, type ServiceType } from '../../kernel/plugin-api.ts';
 import { exportStream } from './export.ts';
 import type { DataColumn } from '../../storage/index.ts';
 import type { CsvLimits } from './csv-field-limit.ts';
 import { readCsv } from './csv-reader.ts';
 import { csvRows } from './csv-ingest.ts';
-import { MAX_COLUMNS } from './column-names.ts';
-import type { Dataset, DatasetColumn, DatasetStore } from './dataset-store.ts';
+import type { Dataset, DatasetColumn, DatasetStore, NewDataset } from './dataset-store.ts';
 import type { DatasetLoader } from './loader.ts';
 import { FILTER_OPERATORS } from './filters.ts';
-import { DATASET_DELETED, ROWS_PAGE_MAX, type DatasetCatalog, type DatasetDeletedEvent } from './public.ts';
+import { ROWS_PAGE_MAX, type DatasetCatalog } from './public.ts';
 import { seesPii, visibilityOf } from './rows-query.ts';
 import type { RowPolicies } from './row-policies.ts';
-import { columnName, datasetName, datasetSchema, exportRowsSchema, loadResultSchema, rowsPageSchema } from './schemas.ts';
+import { datasetName, datasetSchema, newDatasetInput, exportRowsSchema, loadResultSchema, rowsPageSchema } from './schemas.ts';
 import { UPLOAD_SCHEMAS, UPLOAD_TYPES, uploadedFile } from './upload.ts';
 import { parseJsonValue, ValueError } from './values.ts';
-import { DATA_COLUMN_TYPES } from '../../storage/index.ts';
 
 export interface DatasetRouteDeps {
   store: DatasetStore;
@@ -25,13 +23,13 @@ export interface DatasetRouteDeps {
   readRows: DatasetCatalog['rows'];
   loader: DatasetLoader;
   storage: ServiceType<typeof kernelServices.storage>;
-  /** What other plugins drop once a dataset is deleted (the `datasets.deleted` extension point). */
-  events: DomainEvents;
   uploadLimitBytes: number;
   /** CSV_MAX_FIELD_BYTES and CSV_MAX_RECORD_BYTES */
   csvLimits: CsvLimits;
   /** SQL_MAX_RESULT_BYTES: the values one page of rows (or of an export) may carry. */
   maxPageBytes: number;
+  /** Deletes a dataset, the `datasets.deleted` event published in the same transaction (shared with the `datasets.catalog` service). */
+  removeDataset: (orgId: number, id: number) => Promise<Dataset>;
 }
 
 /** The API view of a dataset: the physical table name stays inside the platform. */
@@ -67,18 +65,7 @@ const rowsQuerySchema = z.object({
 });
 const base = { security: 'bearer', orgScoped: true } as const;
 
-export function datasetRoutes({ store, policies, readRows, loader, storage, events, uploadLimitBytes, csvLimits, maxPageBytes }: DatasetRouteDeps) {
-  const columnsInput = z
-    .array(z.object({ name: columnName, type: z.enum(DATA_COLUMN_TYPES), pii: z.boolean().default(false), description: z.string().max(2000).nullable().default(null) }))
-    .max(MAX_COLUMNS)
-    .superRefine((columns, ctx) => {
-      const seen = new Set<string>();
-      columns.forEach((c, i) => {
-        if (seen.has(c.name.toLowerCase())) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `column "${c.name}" appears twice` });
-        seen.add(c.name.toLowerCase());
-      });
-    });
-
+export function datasetRoutes({ store, policies, readRows, loader, storage, uploadLimitBytes, csvLimits, maxPageBytes, removeDataset }: DatasetRouteDeps) {
   return [
     defineRoute({
       ...base,
@@ -88,10 +75,10 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, even
       description:
         'The dataset is a real table in the organization\'s storage. Give `columns` to declare its schema now, or none to take it from the first CSV upload. Names are unique in the organization (409).',
       capability: 'datasets.write',
-      request: { body: z.object({ name: datasetName, project_id: z.number().int().positive(), description: z.string().max(5000).nullable().optional(), columns: columnsInput.default([]) }) },
+      request: { body: newDatasetInput },
       responses: { 201: { description: 'The dataset', schema: datasetSchema }, 409: { description: 'A dataset with this name already exists in the organization' }, 422: { description: 'The project (`project_id`) does not exist in the organization' } },
       handler: async ({ body, orgId, principal, audit }) => {
-        const dataset = await store.create(orgId, body as { name: string; project_id: number; description?: string | null; columns: DatasetColumn[] }, principal.userId);
+        const dataset = await store.create(orgId, body as NewDataset, principal.userId);
         await audit.record({ action: 'dataset.create', targetType: 'dataset', targetId: dataset.id, details: { name: dataset.name, project_id: dataset.project_id } });
         return reply(201, publicDataset(dataset));
       },
@@ -190,9 +177,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, even
       request: { params: idParams },
       responses: { 204: { description: 'Deleted' } },
       handler: async ({ params, orgId, audit }) => {
-        const dataset = await store.remove(orgId, params.id, (trx, doomed) =>
-          events.publish({ type: DATASET_DELETED, orgId, payload: { dataset_id: doomed.id, name: doomed.name } satisfies DatasetDeletedEvent }, trx),
-        );
+        const dataset = await removeDataset(orgId, params.id);
         await audit.record({ action: 'dataset.delete', targetType: 'dataset', targetId: dataset.id, details: { name: dataset.name } });
         return reply(204);
       },

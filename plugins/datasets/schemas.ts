@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { DATA_COLUMN_TYPES } from '../../storage/index.ts';
-import { validateColumnName } from './column-names.ts';
+import { MAX_COLUMNS, validateColumnName } from './column-names.ts';
 import { dataValueSchema } from './public.ts';
 
 /** Dataset names are SQL identifiers, so governed SQL can reference a dataset by its name. */
@@ -12,6 +12,21 @@ export const columnName = z.string().superRefine((name, ctx) => {
   const reason = validateColumnName(name);
   if (reason) ctx.addIssue({ code: 'custom', message: reason });
 });
+
+/** The columns a new dataset is declared with: names unique ignoring case. */
+export const columnsInput = z
+  .array(z.object({ name: columnName, type: z.enum(DATA_COLUMN_TYPES), pii: z.boolean().default(false), description: z.string().max(2000).nullable().default(null) }))
+  .max(MAX_COLUMNS)
+  .superRefine((columns, ctx) => {
+    const seen = new Set<string>();
+    columns.forEach((c, i) => {
+      if (seen.has(c.name.toLowerCase())) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `column "${c.name}" appears twice` });
+      seen.add(c.name.toLowerCase());
+    });
+  });
+
+/** A new dataset as `POST /api/datasets` and the `datasets.catalog` service's `create` take it. */
+export const newDatasetInput = z.object({ name: datasetName, project_id: z.number().int().positive(), description: z.string().max(5000).nullable().optional(), columns: columnsInput.default([]) });
 
 export const columnSchema = z
   .object({
