@@ -3,7 +3,8 @@ import { datasetCatalog, DATASET_DELETED, type DatasetDeletedEvent } from '../da
 import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
 import { pipelineMigrations } from './migrations.ts';
 import { RecipePlanning } from './planning.ts';
-import { pipelineGraph, pipelineRecipeTypes, pipelineRuns, recipeTypes } from './public.ts';
+import { pipelineGraph, pipelineRecipes, pipelineRecipeTypes, pipelineRuns, recipeTypes } from './public.ts';
+import { recipeService } from './recipe-service.ts';
 import { RecipeChecks } from './recipe-checks.ts';
 import { RecipeExecution } from './recipe-execution.ts';
 import { RecipeStore } from './recipe-store.ts';
@@ -49,6 +50,8 @@ export default definePlugin({
     runner.register();
     ctx.provideService(pipelineRuns, runner);
     ctx.provideService(pipelineGraph, graphService(recipes, execution, planning));
+    const recipeWrites = recipeService(recipes, checks);
+    ctx.provideService(pipelineRecipes, recipeWrites);
 
     ctx.contribute(projectDeleteGuards, async (orgId, projectId) => {
       const count = await recipes.countInProject(orgId, projectId);
@@ -62,6 +65,6 @@ export default definePlugin({
     settle.unref();
     ctx.onDispose(() => clearInterval(settle));
 
-    return { routes: pipelineRoutes({ recipes, checks, runner, runs, catalog, projects }) };
+    return { routes: pipelineRoutes({ recipes, recipeWrites, checks, runner, runs, catalog, projects }) };
   },
 });

@@ -256,6 +256,41 @@ export interface PipelineGraph {
 
 export const pipelineGraph = pluginServiceRef<PipelineGraph>('pipeline.graph');
 
+/** What a recipe is saved with (the body of POST /api/pipeline/recipes). */
+export interface RecipeDefinition {
+  project_id: number;
+  name: string;
+  type: string;
+  inputs: number[];
+  outputs: number[];
+  params: Record<string, unknown>;
+}
+
+/** A recipe as GET /api/pipeline/recipes/{id} answers it. */
+export interface RecipeRecord extends RecipeDefinition {
+  id: number;
+  created_at: string;
+  updated_at: string;
+}
+
+/**
+ * Recipes written by other plugins (a dbt import) with exactly the checks of the
+ * /api/pipeline/recipes routes, which call it: each problem a 4xx naming the field under `body`
+ * (a SQL query the governed-SQL rules refuse: 400 `body.params.query`; an output another recipe
+ * writes or a cycle: 409; a dataset not in the organization: 422). `principal` is who the checks
+ * plan for (row policies, PII) and the author recorded. Auditing is the caller's business.
+ */
+export interface PipelineRecipes {
+  create(orgId: number, fields: RecipeDefinition, principal: Principal): Promise<RecipeRecord>;
+  /** Changes what is given (the project stays), checked as at creation. */
+  update(orgId: number, id: number, changes: Partial<Omit<RecipeDefinition, 'project_id'>>, principal: Principal): Promise<RecipeRecord>;
+  get(orgId: number, id: number): Promise<RecipeRecord>;
+  list(orgId: number, filter?: { project_id?: number }): Promise<RecipeRecord[]>;
+  remove(orgId: number, id: number): Promise<RecipeRecord>;
+}
+
+export const pipelineRecipes = pluginServiceRef<PipelineRecipes>('pipeline.recipes');
+
 /** A run as the API answers it (for the routes of plugins that start runs: jobs, scenarios). */
 export const runSchema = z
   .object({

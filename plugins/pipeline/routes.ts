@@ -1,9 +1,10 @@
 import { defineRoute, identitySchemas as s, problems, reply, z } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
 import type { ProjectCatalog } from '../projects/public.ts';
-import { runAnswer, runSchema, RUN_STATUSES, RUN_TRIGGERS, type RunStatus, type RunTrigger } from './public.ts';
+import { runAnswer, runSchema, RUN_STATUSES, RUN_TRIGGERS, type PipelineRecipes, type RunStatus, type RunTrigger } from './public.ts';
 import type { RecipeChecks } from './recipe-checks.ts';
-import type { RecipeStore, Recipe } from './recipe-store.ts';
+import type { RecipeStore } from './recipe-store.ts';
+import { publicRecipe } from './recipe-service.ts';
 import type { PipelineRunner } from './runs.ts';
 import type { RunStore } from './run-store.ts';
 import { flowOf } from './flows.ts';
@@ -11,6 +12,8 @@ import { flowSchema, isoInstant, newRecipeInput, recipeInput, recipeOutputsSchem
 
 export interface PipelineRouteDeps {
   recipes: RecipeStore;
+  /** Recipes written with their checks (the `pipeline.recipes` service). */
+  recipeWrites: PipelineRecipes;
   checks: RecipeChecks;
   runner: PipelineRunner;
   runs: RunStore;
@@ -20,7 +23,6 @@ export interface PipelineRouteDeps {
 
 const base = { security: 'bearer', orgScoped: true } as const;
 const idParams = s.idParam('id');
-const publicRecipe = ({ org_id: _org, created_by: _by, ...recipe }: Recipe) => ({ ...recipe, params: recipe.params as Record<string, unknown> });
 
 /** A comma-separated list of values from `allowed`; another is a 400 naming the query field. */
 const listOf = <T extends string>(allowed: readonly T[], field: string) =>
@@ -52,7 +54,7 @@ const runsQuery = z.object({
   cursor: z.string().max(200).optional().meta({ description: 'The `next_cursor` of the previous page' }),
 });
 
-export function pipelineRoutes({ recipes, checks, runner, runs, catalog, projects }: PipelineRouteDeps) {
+export function pipelineRoutes({ recipes, recipeWrites, checks, runner, runs, catalog, projects }: PipelineRouteDeps) {
   return [
     defineRoute({
       ...base,
@@ -69,10 +71,9 @@ export function pipelineRoutes({ recipes, checks, runner, runs, catalog, project
         422: { description: 'A dataset, project or recipe type that does not exist here, or inputs and outputs the type does not take' },
       },
       handler: async ({ body, orgId, principal, audit }) => {
-        await checks.check(orgId, body, principal);
-        const recipe = await recipes.create(orgId, body, 'userId' in principal ? principal.userId : null, (trx) => checks.graph(trx, orgId, body, null));
+        const recipe = await recipeWrites.create(orgId, body, principal);
         await audit.record({ action: 'pipeline.recipe.create', targetType: 'recipe', targetId: recipe.id, details: { name: recipe.name, type: recipe.type } });
-        return reply(201, publicRecipe(recipe));
+        return reply(201, recipe);
       },
     }),
     defineRoute({
@@ -84,7 +85,7 @@ export function pipelineRoutes({ recipes, checks, runner, runs, catalog, project
       capability: 'pipeline.read',
       request: { query: z.object({ project_id: s.pathId.optional() }) },
       responses: { 200: { description: 'Recipes', schema: z.object({ items: z.array(recipeSchema) }) } },
-      handler: async ({ query, orgId }) => ({ items: (await recipes.list(orgId, { project_id: query.project_id })).map(publicRecipe) }),
+      handler: async ({ query, orgId }) => ({ items: await recipeWrites.list(orgId, { project_id: query.project_id }) }),
     }),
     defineRoute({
       ...base,
@@ -95,7 +96,7 @@ export function pipelineRoutes({ recipes, checks, runner, runs, catalog, project
       capability: 'pipeline.read',
       request: { params: idParams },
       responses: { 200: { description: 'The recipe', schema: recipeSchema } },
-      handler: async ({ params, orgId }) => publicRecipe(await recipes.get(orgId, params.id)),
+      handler: async ({ params, orgId }) => recipeWrites.get(orgId, params.id),
     }),
     defineRoute({
       ...base,
@@ -111,12 +112,9 @@ export function pipelineRoutes({ recipes, checks, runner, runs, catalog, project
         422: { description: 'A dataset or recipe type that does not exist here, or inputs and outputs the type does not take' },
       },
       handler: async ({ params, body, orgId, principal, audit }) => {
-        const current = await recipes.get(orgId, params.id);
-        const fields = { project_id: current.project_id, name: body.name ?? current.name, type: body.type ?? current.type, inputs: body.inputs ?? current.inputs, outputs: body.outputs ?? current.outputs, params: body.params ?? current.params };
-        await checks.check(orgId, fields, principal);
-        const recipe = await recipes.update(orgId, params.id, fields, (trx) => checks.graph(trx, orgId, fields, params.id));
+        const recipe = await recipeWrites.update(orgId, params.id, body, principal);
         await audit.record({ action: 'pipeline.recipe.update', targetType: 'recipe', targetId: recipe.id, details: { changes: Object.keys(body) } });
-        return publicRecipe(recipe);
+        return recipe;
       },
     }),
     defineRoute({
@@ -129,7 +127,7 @@ export function pipelineRoutes({ recipes, checks, runner, runs, catalog, project
       request: { params: idParams },
       responses: { 204: { description: 'Deleted' } },
       handler: async ({ params, orgId, audit }) => {
-        const recipe = await recipes.remove(orgId, params.id);
+        const recipe = await recipeWrites.remove(orgId, params.id);
         await audit.record({ action: 'pipeline.recipe.delete', targetType: 'recipe', targetId: recipe.id, details: { name: recipe.name } });
         return reply(204);
       },
