@@ -3,7 +3,9 @@ import { datasetCatalog } from '../datasets/public.ts';
 import { lineageConsumers } from '../lineage/public.ts';
 import { BUILD_MODES, pipelineRuns, runAnswer } from '../pipeline/public.ts';
 import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
+import { scheduleTargets } from '../scheduler/public.ts';
 import { JobStore, type Job, type JobFields } from './job-store.ts';
+import { pipelineJobs } from './public.ts';
 
 const jobInput = z.object({
   project_id: z.number().int().positive(),
@@ -46,6 +48,12 @@ export default definePlugin({
   },
   init: ({ storage }, ctx) => {
     const jobs = new JobStore(storage);
+    ctx.provideService(pipelineJobs, {
+      find: async (orgId, id) => {
+        const job = await jobs.find(orgId, id);
+        return job ? { id: job.id, project_id: job.project_id, name: job.name, targets: job.targets, mode: job.mode } : null;
+      },
+    });
     const runs = ctx.useService(pipelineRuns);
     const catalog = ctx.useService(datasetCatalog);
     const projects = ctx.useService(projectCatalog);
@@ -53,6 +61,16 @@ export default definePlugin({
     ctx.contribute(lineageConsumers, async (orgId, datasets) => {
       const all = await jobs.list(orgId);
       return datasets.flatMap(({ dataset_id, columns }) => all.filter((job) => job.targets.includes(dataset_id)).map((job) => ({ kind: 'job', id: job.id, name: job.name, dataset_id, columns })));
+    });
+    // A schedule's fire runs the job as a build started by the schedule, as the schedule's owner.
+    ctx.contribute(scheduleTargets, {
+      field: 'job_id',
+      find: async (orgId, id) => (await jobs.find(orgId, id)) ?? null,
+      async fire(orgId, id, principal, scheduleId) {
+        const job = await jobs.get(orgId, id);
+        const run = await runs.build(orgId, { project_id: job.project_id, targets: job.targets, mode: job.mode, trigger: 'schedule', job_id: job.id, schedule_id: scheduleId }, principal);
+        return { run_id: run.id };
+      },
     });
     ctx.contribute(projectDeleteGuards, async (orgId, projectId) => {
       const count = await jobs.countInProject(orgId, projectId);

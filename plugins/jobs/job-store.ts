@@ -42,10 +42,15 @@ export class JobStore {
     return (await query.orderBy('id').execute()).map((r) => this.decode(r));
   }
 
-  async get(orgId: number, id: number): Promise<Job> {
+  async find(orgId: number, id: number): Promise<Job | undefined> {
     const row = await this.storage.db.selectFrom('jobs').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst();
-    if (!row) throw problems.notFound(`no job ${id} in this organization`);
-    return this.decode(row);
+    return row && this.decode(row);
+  }
+
+  async get(orgId: number, id: number): Promise<Job> {
+    const job = await this.find(orgId, id);
+    if (!job) throw problems.notFound(`no job ${id} in this organization`);
+    return job;
   }
 
   async update(orgId: number, id: number, fields: JobFields): Promise<Job> {

@@ -1,0 +1,171 @@
+import type { Kysely } from 'kysely';
+import type { BackgroundWork, UserPrincipal, WorkContext } from '../../kernel/plugin-api.ts';
+import type { Storage } from '../../storage/index.ts';
+import { missed, nextFire } from './cron.ts';
+import type { ScheduleTarget } from './public.ts';
+import type { Schedule, ScheduleStore } from './schedule-store.ts';
+
+/** The kind of work of one pending fire (`scheduler.fire`). */
+export const FIRE_WORK = 'fire';
+
+export interface FirePayload {
+  schedule_id: number;
+  /** The time the fire is due, ISO-8601. */
+  fire_at: string;
+}
+
+/** How long past its time a pending fire must be before the sweep looks at its item. */
+const OVERDUE_MS = 5_000;
+/** Schedules the sweep looks at per pass. */
+const SWEEP_BATCH = 500;
+
+/** Thrown inside a transaction that arms a schedule when the schedule changed under it: nothing it wrote stays. */
+export class Superseded extends Error {}
+
+/**
+ * The principal a schedule's fires are enqueued for: its owner, narrowed to the scopes of the
+ * token it was saved with. Enqueueing reads only these two (the kernel resolves the owner's
+ * capabilities when each fire starts, and a deactivated or removed owner fails it), so the rest
+ * stays empty.
+ */
+function ownerOf(schedule: Schedule): UserPrincipal {
+  return {
+    kind: 'user',
+    userId: schedule.owner_id,
+    username: '',
+    role: '',
+    isPlatformAdmin: false,
+    defaultOrgId: null,
+    capabilities: new Set(),
+    via: 'jwt',
+    tokenId: null,
+    scopes: schedule.owner_scopes === null ? null : new Set(schedule.owner_scopes),
+  };
+}
+
+/**
+ * Firing schedules. Each enabled schedule has exactly one pending fire: a work item due at its next
+ * time, which the schedule row names (`pending_work_id`). Only that item may fire it: it records
+ * the fire and arms the next in one transaction (so a crash loses or doubles no link of the chain),
+ * then starts the target's run. A change to the schedule replaces the pending item, so a fire of an
+ * older version does nothing. Every instance may run a fire; the work queue gives each item to one,
+ * and the fire history's unique (schedule, time) refuses a second record of a time.
+ */
+export class Firing {
+  constructor(
+    private readonly storage: Storage,
+    private readonly store: ScheduleStore,
+    private readonly work: BackgroundWork,
+    /** The target kind of a field, if a plugin enabled in the organization contributes it. */
+    private readonly targetOf: (orgId: number, field: string) => Promise<ScheduleTarget | undefined>,
+  ) {}
+
+  /**
+   * Enqueues the schedule's first fire after `from` and records it as pending, if `expected` is
+   * still its pending item; a schedule that fires no more is disabled. Throws Superseded otherwise.
+   */
+  async arm(schedule: Schedule, from: Date, expected: number | null, db: Kysely<any>): Promise<void> {
+    const next = nextFire(schedule, from);
+    let pending = null;
+    if (next) {
+      const fireAt = next.toISOString();
+      const item = await this.work.enqueue(
+        FIRE_WORK,
+        {
+          orgId: schedule.org_id,
+          payload: { schedule_id: schedule.id, fire_at: fireAt } satisfies FirePayload,
+          onBehalfOf: ownerOf(schedule),
+          runAfter: next,
+          // A generation starts with each change: after a pause and a resume, the same time is a new fire.
+          dedupeKey: `schedule:${schedule.id}:${schedule.generation}:${fireAt}`,
+        },
+        db,
+      );
+      if (!item) throw new Superseded();
+      pending = { at: fireAt, workId: item.id };
+    }
+    if (!(await this.store.arm(schedule.id, expected, pending, db))) throw new Superseded();
+  }
+
+  /** Runs `change` in a transaction; false when the schedule changed under it (nothing written). */
+  private async unlessSuperseded(change: (trx: Kysely<any>) => Promise<void>): Promise<boolean> {
+    try {
+      await this.storage.transaction(change);
+      return true;
+    } catch (err) {
+      if (err instanceof Superseded || this.storage.isUniqueViolation(err)) return false;
+      throw err;
+    }
+  }
+
+  /** The `scheduler.fire` work: one pending fire of one schedule. */
+  async fire({ payload, item, orgId, principal, audit }: WorkContext<FirePayload>): Promise<unknown> {
+    const schedule = orgId === null ? undefined : await this.store.find(orgId, payload.schedule_id);
+    if (!schedule || schedule.pending_work_id !== item.id) return { outcome: 'superseded' };
+    const record = (outcome: 'firing' | 'missed' | 'target_missing', error: string | null, trx: Kysely<any>) =>
+      this.store.recordFire({ org_id: schedule.org_id, schedule_id: schedule.id, fire_at: payload.fire_at, outcome, error }, trx);
+
+    const target = await this.targetOf(schedule.org_id, schedule.target_field);
+    if (!target || !(await target.find(schedule.org_id, schedule.target_id))) {
+      const reason = target ? `its target (${schedule.target_field} ${schedule.target_id}) no longer exists` : `no plugin offers "${schedule.target_field}" targets here any more`;
+      const disabled = await this.unlessSuperseded(async (trx) => {
+        if (!(await this.store.disable(schedule.id, item.id, reason, trx))) throw new Superseded();
+        await record('target_missing', reason, trx);
+      });
+      return { outcome: disabled ? 'target_missing' : 'superseded' };
+    }
+
+    // Started past its time (no instance ran it then): `skip` records the time as missed, `run_once`
+    // fires once for the whole missed period; either way the next fire is the first one from now.
+    const now = new Date();
+    const late = missed(schedule, new Date(payload.fire_at), now);
+    const skip = late && schedule.catch_up === 'skip';
+    let fireId = 0;
+    const armed = await this.unlessSuperseded(async (trx) => {
+      fireId = await record(skip ? 'missed' : 'firing', skip ? `no instance ran it on time (it started at ${now.toISOString()}): skipped (catch_up: skip)` : null, trx);
+      await this.arm(schedule, late ? now : new Date(payload.fire_at), item.id, trx);
+    });
+    if (!armed) return { outcome: 'superseded' };
+    if (skip) return { outcome: 'missed' };
+
+    try {
+      if (!principal) throw new Error('the fire has no owner to act for');
+      const { run_id } = await target.fire(schedule.org_id, schedule.target_id, principal, schedule.id);
+      await this.store.endFire(fireId, 'fired', { run_id });
+      await audit.record({ action: 'scheduler.schedule.fire', targetType: 'schedule', targetId: schedule.id, details: { fire_at: payload.fire_at, run_id } });
+      return { outcome: 'fired', run_id };
+    } catch (err) {
+      const error = (err as { detail?: string }).detail ?? (err as Error).message;
+      await this.store.endFire(fireId, 'failed', { error });
+      await audit.record({ action: 'scheduler.schedule.fire', outcome: 'failure', targetType: 'schedule', targetId: schedule.id, details: { fire_at: payload.fire_at, reason: error } });
+      return { outcome: 'failed', error };
+    }
+  }
+
+  /**
+   * The periodic sweep (`scheduler.sweep`): a schedule whose pending fire is past due and whose item
+   * ended without arming the next — it never started because its owner may no longer act
+   * (reason `forbidden`: the schedule is disabled, saying so), or its instance died before the fire
+   * was recorded — is armed again from now.
+   */
+  async sweep(): Promise<{ disabled: number; rearmed: number }> {
+    const counts = { disabled: 0, rearmed: 0 };
+    const now = new Date();
+    for (const schedule of await this.store.overdue(new Date(now.getTime() - OVERDUE_MS).toISOString(), SWEEP_BATCH)) {
+      const expected = schedule.pending_work_id;
+      const item = expected === null ? undefined : await this.work.get(expected);
+      if (item && (item.status === 'queued' || item.status === 'running')) continue;
+      if (item?.reason === 'forbidden' && expected !== null) {
+        const reason = `its owner may not act any more: ${item.error ?? 'forbidden'}`;
+        const done = await this.unlessSuperseded(async (trx) => {
+          if (!(await this.store.disable(schedule.id, expected, reason, trx))) throw new Superseded();
+          await this.store.recordFire({ org_id: schedule.org_id, schedule_id: schedule.id, fire_at: schedule.next_run_at!, outcome: 'failed', error: reason }, trx);
+        });
+        if (done) counts.disabled++;
+      } else if (await this.unlessSuperseded((trx) => this.arm(schedule, now, expected, trx))) {
+        counts.rearmed++;
+      }
+    }
+    return counts;
+  }
+}
