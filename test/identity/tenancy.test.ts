@@ -57,6 +57,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
   let recipeA: number;
   let jobA: number;
   let runA: number;
+  /** A's schedule of its job. */
+  let scheduleA: number;
   /** A loopback peer behind A's connector: counts the calls reaching A's webhook. */
   let hook: { url: string; calls: string[]; close: () => Promise<void> };
 
@@ -152,6 +154,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     runA = build.body.run.id;
     const built = await until(() => t.request('GET', `/api/pipeline/runs/${runA}`, asA), (r) => r.body.status === 'succeeded');
     expect(built.body.status, built.text).toBe('succeeded');
+    const schedule = await t.request('POST', '/api/scheduler/schedules', { ...asA, body: { project_id: projectA, name: markers.job, target: { job_id: jobA }, cron: '0 3 1 1 *' } });
+    expect(schedule.status, schedule.text).toBe(201);
+    scheduleA = schedule.body.id;
 
     // A cached profile of A's dataset, whose top values are A's rows.
     const profile = await t.request('GET', `/api/statistics/datasets/${datasetA}`, asA);
@@ -226,6 +231,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     if (m.path.startsWith('/api/pipeline/recipes/')) return recipeA;
     if (m.path.startsWith('/api/pipeline/jobs/')) return jobA;
     if (m.path.startsWith('/api/pipeline/runs/')) return runA;
+    if (m.path.startsWith('/api/scheduler/schedules/')) return scheduleA;
     return undefined;
   }
 
@@ -251,6 +257,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'GET /api/pipeline/recipes': `?project_id=${projectA}`,
       'GET /api/pipeline/jobs': `?project_id=${projectA}`,
       'GET /api/pipeline/runs': `?project_id=${projectA}`,
+      'GET /api/scheduler/schedules': `?project_id=${projectA}`,
     };
     return queries[`${m.route.method.toUpperCase()} ${m.path}`] ?? '';
   }
@@ -292,6 +299,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'PATCH /api/pipeline/recipes/{id}': { name: `renamed-${tag}`, params: { conditions: ['amount:gt:2'] } },
       'POST /api/pipeline/jobs': { project_id: projectA, name: `sweep-${tag}`, targets: [outputA] },
       'PATCH /api/pipeline/jobs/{id}': { name: `renamed-${tag}`, mode: 'force' },
+      'POST /api/scheduler/schedules': { project_id: projectA, name: `sweep-${tag}`, target: { job_id: jobA }, cron: '0 3 * * *' },
+      'PATCH /api/scheduler/schedules/{id}': { name: `renamed-${tag}`, cron: '* * * * * *' },
       'POST /api/sql': { sql: `select label, email, amount from "${markers.dataset.toUpperCase()}"` },
     };
     if (!(key in bodies)) throw new Error(`no body for ${key}: give the sweep one the route accepts`);
@@ -313,7 +322,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
    * in A's project (422: the project is not in B), a rule on A's dataset (404), SQL over A's
    * dataset by name (400: no such dataset in B).
    */
-  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422 };
+  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422, 'POST /api/scheduler/schedules': 422 };
 
   /** Everything A owns, read straight from the database: the sweep must leave it untouched. */
   async function snapshotA() {
@@ -347,8 +356,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const recipeLinks = await db.selectFrom('pipeline_recipe_datasets').select(['recipe_id', 'dataset_id', 'role']).where('org_id', '=', orgA).orderBy('id').execute();
     const jobs = await db.selectFrom('jobs').select(['id', 'name', 'targets', 'mode', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const pipelineRuns = await db.selectFrom('pipeline_runs').select(['id', 'status', 'ended_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const schedules = await db.selectFrom('scheduler_schedules').select(['id', 'name', 'cron', 'enabled', 'next_run_at', 'generation', 'owner_id', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const pluginSwitches = await db.selectFrom('plugin_organizations').select(['plugin_id', 'enabled', 'updated_at']).where('org_id', '=', orgA).orderBy('plugin_id').execute();
-    return { pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns };
+    return { pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules };
   }
 
   /** A's data plane is really there, so an unchanged snapshot means something. */
@@ -358,6 +368,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     expect(snapshot.contents[outputA]).toHaveLength(3);
     expect(snapshot.recipes.map((r) => r.id)).toEqual([recipeA]);
     expect(snapshot.jobs.map((j) => j.id)).toEqual([jobA]);
+    expect(snapshot.schedules.map((s) => s.id)).toEqual([scheduleA]);
     expect(snapshot.pipelineRuns.map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
     expect(Number(snapshot.datasets[0].row_count)).toBe(3);
     expect(snapshot.contents[datasetA]).toHaveLength(3);
@@ -426,6 +437,14 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
         'GET /api/pipeline/flows/{project_id}',
         'POST /api/pipeline/jobs/{id}/run',
         'DELETE /api/pipeline/jobs/{id}',
+        'POST /api/scheduler/schedules',
+        'GET /api/scheduler/schedules',
+        'PATCH /api/scheduler/schedules/{id}',
+        'DELETE /api/scheduler/schedules/{id}',
+        'POST /api/scheduler/schedules/{id}/pause',
+        'POST /api/scheduler/schedules/{id}/resume',
+        'GET /api/scheduler/schedules/{id}/preview',
+        'GET /api/scheduler/schedules/{id}/fires',
       ]),
     );
   });
