@@ -1,9 +1,9 @@
 import { definePlugin, kernelServices } from '../../kernel/plugin-api.ts';
-import { datasetCatalog, DATASET_DELETED, type DatasetDeletedEvent } from '../datasets/public.ts';
+import { datasetCatalog, datasetContracts, DATASET_DELETED, type DatasetDeletedEvent } from '../datasets/public.ts';
 import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
 import { pipelineMigrations } from './migrations.ts';
 import { RecipePlanning } from './planning.ts';
-import { pipelineGraph, pipelineRecipes, pipelineRecipeTypes, pipelineRuns, recipeTypes } from './public.ts';
+import { pipelineGraph, pipelineRecipes, pipelineRecipeTypes, pipelineRuns, pipelineScenarios, recipeTypes, stepTypes } from './public.ts';
 import { recipeService } from './recipe-service.ts';
 import { RecipeChecks } from './recipe-checks.ts';
 import { RecipeExecution } from './recipe-execution.ts';
@@ -13,6 +13,12 @@ import { pipelineRoutes } from './routes.ts';
 import { PipelineRunner } from './runs.ts';
 import { RunStore } from './run-store.ts';
 import { graphService } from './graph-service.ts';
+import { ScenarioChecks } from './scenario-checks.ts';
+import { scenarioRoutes } from './scenario-routes.ts';
+import { ScenarioRunner } from './scenario-runner.ts';
+import { ScenarioStore } from './scenario-store.ts';
+import { ScenarioTriggers } from './scenario-triggers.ts';
+import { StepTypes } from './step-types.ts';
 
 /** How often an instance looks for runs whose work ended without them (an instance killed twice mid-run). */
 const SETTLE_EVERY_MS = 15_000;
@@ -20,7 +26,9 @@ const SETTLE_EVERY_MS = 15_000;
 /**
  * The `pipeline` router: recipes over datasets, the recipe types plugins contribute
  * (`pipeline.recipe-types`), runs as background work, builds, flows; and the services the jobs,
- * lineage, scheduler and scenarios build on (`pipeline.runs`, `pipeline.graph`).
+ * lineage, scheduler and scenarios build on (`pipeline.runs`, `pipeline.graph`); scenarios of steps
+ * whose types plugins contribute (`pipeline.step-types`), started by hand, by a dataset's change or
+ * by a schedule (`pipeline.scenarios`).
  */
 export default definePlugin({
   deps: { storage: kernelServices.storage, enablement: kernelServices.pluginEnablement, work: kernelServices.work, events: kernelServices.events, config: kernelServices.config, logger: kernelServices.logger },
@@ -46,16 +54,25 @@ export default definePlugin({
     });
     const execution = new RecipeExecution(storage, catalog, types, planning);
     const checks = new RecipeChecks(projects, planning, execution);
-    const runner = new PipelineRunner(storage, work, runs, recipes, execution, catalog, config.RECIPE_TIMEOUT_S);
+    const scenarios = new ScenarioStore(storage);
+    const runner = new PipelineRunner(storage, work, runs, recipes, execution, catalog, scenarios, config.RECIPE_TIMEOUT_S);
     runner.register();
     ctx.provideService(pipelineRuns, runner);
-    ctx.provideService(pipelineGraph, graphService(recipes, execution, planning));
+    const stepTypeCatalog = new StepTypes(ctx.pluginId, enablement);
+    ctx.provideExtensionPoint(stepTypes, (contribution) => stepTypeCatalog.accept(contribution));
+    const scenarioRunner = new ScenarioRunner(storage, work, runs, scenarios, stepTypeCatalog);
+    scenarioRunner.register();
+    new ScenarioTriggers(storage, work, scenarios, scenarioRunner).register(events);
+    ctx.provideService(pipelineScenarios, scenarioRunner);
+    ctx.provideService(pipelineGraph, graphService(recipes, execution, planning, ctx.useService(datasetContracts)));
     const recipeWrites = recipeService(recipes, checks);
     ctx.provideService(pipelineRecipes, recipeWrites);
 
     ctx.contribute(projectDeleteGuards, async (orgId, projectId) => {
       const count = await recipes.countInProject(orgId, projectId);
-      return count ? `it holds ${count} recipe${count === 1 ? '' : 's'}; delete them first` : null;
+      if (count) return `it holds ${count} recipe${count === 1 ? '' : 's'}; delete them first`;
+      const scenarioCount = await scenarios.countInProject(orgId, projectId);
+      return scenarioCount ? `it holds ${scenarioCount} scenario${scenarioCount === 1 ? '' : 's'}; delete them first` : null;
     });
     events.subscribe('dataset-deleted', {
       types: [DATASET_DELETED],
@@ -65,6 +82,9 @@ export default definePlugin({
     settle.unref();
     ctx.onDispose(() => clearInterval(settle));
 
-    return { routes: pipelineRoutes({ recipes, recipeWrites, checks, runner, runs, catalog, projects }) };
+    const scenarioChecks = new ScenarioChecks(projects, catalog, stepTypeCatalog);
+    return {
+      routes: [...pipelineRoutes({ recipes, recipeWrites, checks, runner, runs, catalog, projects, scenarios }), ...scenarioRoutes({ scenarios, checks: scenarioChecks, runner: scenarioRunner, runs, stepTypes: stepTypeCatalog })],
+    };
   },
 });

@@ -91,4 +91,52 @@ export const pipelineMigrations: Record<string, Migration> = {
       await db.schema.alterTable('pipeline_runs').dropColumn('schedule_id').execute();
     },
   },
+  '2026-11-27T1100_pipeline_scenarios': {
+    async up({ db, storage }) {
+      const { types } = storage;
+      await storage
+        .addIdColumn(db.schema.createTable('pipeline_scenarios'))
+        .addColumn('org_id', 'integer', (c) => c.notNull().references('organizations.id').onDelete('cascade'))
+        .addColumn('project_id', 'integer', (c) => c.notNull())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('steps', types.json, (c) => c.notNull())
+        .addColumn('triggers', types.json, (c) => c.notNull())
+        .addColumn('reporters', types.json, (c) => c.notNull())
+        // The user a triggered run acts for: whoever last saved the scenario.
+        .addColumn('run_as', 'integer', (c) => c.notNull())
+        // Numbers each dataset_changed debounce window (the dedupe key of its trigger work).
+        .addColumn('trigger_seq', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('created_by', 'integer')
+        .addColumn('created_at', types.timestamp, (c) => c.notNull())
+        .addColumn('updated_at', types.timestamp, (c) => c.notNull())
+        .addUniqueConstraint('pipeline_scenarios_name', ['org_id', 'project_id', 'name'])
+        .execute();
+      // A scenario run's steps, copied from the scenario when the run starts, each with its outcome.
+      await storage
+        .addIdColumn(db.schema.createTable('pipeline_scenario_steps'))
+        .addColumn('run_id', 'integer', (c) => c.notNull().references('pipeline_runs.id').onDelete('cascade'))
+        .addColumn('position', 'integer', (c) => c.notNull())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('type', 'text', (c) => c.notNull())
+        .addColumn('params', types.json, (c) => c.notNull())
+        .addColumn('continue_on_failure', types.boolean, (c) => c.notNull())
+        .addColumn('status', 'text', (c) => c.notNull())
+        // The newest child run of the scenario run when the step began: its own children come after.
+        .addColumn('children_after', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('started_at', types.timestamp)
+        .addColumn('ended_at', types.timestamp)
+        .addColumn('output', types.json)
+        .addColumn('error', 'text')
+        .addUniqueConstraint('pipeline_scenario_steps_position', ['run_id', 'position'])
+        .execute();
+      await db.schema.alterTable('pipeline_runs').addColumn('scenario_id', 'integer').execute();
+      await db.schema.createIndex('pipeline_runs_scenario').on('pipeline_runs').columns(['org_id', 'scenario_id']).execute();
+    },
+    async down({ db }) {
+      await db.schema.dropIndex('pipeline_runs_scenario').execute();
+      await db.schema.alterTable('pipeline_runs').dropColumn('scenario_id').execute();
+      await db.schema.dropTable('pipeline_scenario_steps').execute();
+      await db.schema.dropTable('pipeline_scenarios').execute();
+    },
+  },
 };

@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import type { RawBuilder } from 'kysely';
-import { defineExtensionPoint, pluginServiceRef, type FieldError, type Principal } from '../../kernel/plugin-api.ts';
+import { defineExtensionPoint, pluginServiceRef, type FieldError, type Principal, type RequestAudit, type RunPrincipal } from '../../kernel/plugin-api.ts';
 import type { DataColumn, DataColumnType } from '../../storage/index.ts';
 
 /** A JSON Schema (draft 2020-12, the dialect of OpenAPI 3.1) as a plain object. */
@@ -153,7 +153,8 @@ export interface RecipeTypeCatalog {
 
 export const pipelineRecipeTypes = pluginServiceRef<RecipeTypeCatalog>('pipeline.recipe-types');
 
-export type RunKind = 'recipe' | 'job';
+export type RunKind = 'recipe' | 'job' | 'scenario';
+export const RUN_KINDS: RunKind[] = ['recipe', 'job', 'scenario'];
 export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'skipped';
 export type RunTrigger = 'manual' | 'api' | 'schedule' | 'scenario' | 'dependency';
 export const RUN_STATUSES: RunStatus[] = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'skipped'];
@@ -173,6 +174,8 @@ export interface Run {
   parent_run_id: number | null;
   /** The schedule whose fire started the run (null: not started by a schedule). */
   schedule_id: number | null;
+  /** A scenario's run: the scenario (null otherwise). */
+  scenario_id: number | null;
   /** A build's target datasets and mode (null for a recipe's run). */
   targets: number[] | null;
   mode: string | null;
@@ -196,6 +199,7 @@ export interface RunFilter {
   recipe_id?: number;
   parent_run_id?: number;
   schedule_id?: number;
+  scenario_id?: number;
   /** ISO-8601, on created_at: since inclusive, until exclusive. */
   since?: string;
   until?: string;
@@ -295,7 +299,7 @@ export const pipelineRecipes = pluginServiceRef<PipelineRecipes>('pipeline.recip
 export const runSchema = z
   .object({
     id: z.number().int(),
-    kind: z.enum(['recipe', 'job']),
+    kind: z.enum(RUN_KINDS as [RunKind, ...RunKind[]]),
     status: z.enum(RUN_STATUSES as [RunStatus, ...RunStatus[]]),
     trigger: z.enum(RUN_TRIGGERS as [RunTrigger, ...RunTrigger[]]),
     project_id: z.number().int(),
@@ -303,6 +307,7 @@ export const runSchema = z
     job_id: z.number().int().nullable(),
     parent_run_id: z.number().int().nullable(),
     schedule_id: z.number().int().nullable().describe('The schedule whose fire started the run'),
+    scenario_id: z.number().int().nullable().describe("A scenario's run: the scenario"),
     targets: z.array(z.number().int()).nullable().describe("A build's target datasets"),
     mode: z.string().nullable().describe("A build's mode"),
     created_by: z.number().int().nullable(),
@@ -318,3 +323,98 @@ export const runSchema = z
 
 export const runAnswer = z.object({ run: runSchema }).meta({ id: 'PipelineRunStarted' });
 
+
+/** A child run started by a step: the scenario run's children created since the step began, oldest first. */
+export type StepChildRuns = () => Promise<Run[]>;
+
+/** What a step type's `run` is given, for one step of one scenario run. */
+export interface StepContext<P = any> {
+  orgId: number;
+  params: P;
+  /** The scenario run the step belongs to. */
+  run: { id: number; project_id: number; scenario_id: number; scenario: string };
+  step: { position: number; name: string };
+  /** Who the run acts for (its capabilities as of this attempt). */
+  principal: RunPrincipal;
+  /** The audit log as this run. */
+  audit: RequestAudit;
+  /** Aborted when the run is cancelled or its attempt must stop. */
+  signal: AbortSignal;
+  /**
+   * The runs this step started before (children of the scenario run created since the step began):
+   * a step resumed after a restart, or asked again after it answered `waiting`, finds its child run
+   * here instead of starting another.
+   */
+  childRuns: StepChildRuns;
+  /** A line of the scenario run's log. */
+  log(level: 'info' | 'warn' | 'error', message: string): void;
+  /**
+   * Set when the step runs as a scenario's reporter rather than as one of its steps: what the
+   * message is about, for a step type that sends one (`send_message`) to pass on as metadata.
+   */
+  report: ScenarioReport | null;
+}
+
+/** What a reporter says about an ended scenario run. */
+export interface ScenarioReport {
+  run_id: number;
+  scenario: string;
+  status: 'succeeded' | 'failed';
+  failed_step: string | null;
+  /** What the steps answered under `drift` (e.g. `check_schema_drift`), in step order. */
+  drift: unknown[];
+}
+
+/**
+ * A step's outcome: `succeeded` or `failed` with what it answers (`output`, a JSON object, kept on
+ * the run; `error` says why it failed), or `waiting` for a child run it started: the step is asked
+ * again (its `childRuns` holding that run) until it answers one of the others.
+ */
+export type StepResult = { status: 'succeeded' | 'failed'; output: Record<string, unknown>; error?: string } | { status: 'waiting'; output?: Record<string, unknown> };
+
+/** A kind of scenario step (spec: scenarios): contributed to `pipeline.step-types`, from code. */
+export interface StepTypeContribution<P = any> {
+  /** Unique across plugins: a second plugin contributing the same id fails to load. */
+  id: string;
+  description?: string;
+  /** The JSON Schema of the parameters, compiled when the type is contributed; a step's params are checked against it when the scenario is saved. */
+  params: JsonSchema;
+  /** Runs one step; a throw fails the step with the error's message (a problem's detail). */
+  run(context: StepContext<P>): Promise<StepResult>;
+}
+
+/** A step type contributed from code, its `run` typed by its parameters. */
+export function stepType<P>(type: StepTypeContribution<P>): StepTypeContribution<P> {
+  return type;
+}
+
+/** The step types a scenario's steps name (checked: a lower-case id, a params schema, a `run` function). */
+export const stepTypes = defineExtensionPoint<StepTypeContribution>({
+  id: 'pipeline.step-types',
+  key: (type) => type.id,
+  schema: z
+    .object({
+      id: z.string().regex(/^[a-z][a-z0-9_.-]*$/, 'must be a lower-case identifier such as check_schema_drift'),
+      description: z.string().optional(),
+      params: z.record(z.string(), z.unknown()).describe('JSON Schema of the step parameters'),
+      run: z.custom<StepTypeContribution['run']>((value) => typeof value === 'function', 'must be a function'),
+    })
+    .strict(),
+});
+
+/** A scenario as other plugins see it (the scheduler's `scenario_id` target). */
+export interface ScenarioSummary {
+  id: number;
+  project_id: number;
+  name: string;
+}
+
+/** Scenarios as other plugins find and start them. */
+export interface PipelineScenarios {
+  /** The scenario, or null when it is not one of the organization's. */
+  find(orgId: number, id: number): Promise<ScenarioSummary | null>;
+  /** Starts a run of the scenario acting as `principal` (a 404 problem for another organization's). */
+  start(orgId: number, id: number, principal: Principal, trigger: RunTrigger, options?: { schedule_id?: number | null }): Promise<Run>;
+}
+
+export const pipelineScenarios = pluginServiceRef<PipelineScenarios>('pipeline.scenarios');

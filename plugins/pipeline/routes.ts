@@ -1,13 +1,15 @@
 import { defineRoute, identitySchemas as s, problems, reply, z } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
 import type { ProjectCatalog } from '../projects/public.ts';
-import { runAnswer, runSchema, RUN_STATUSES, RUN_TRIGGERS, type PipelineRecipes, type RunStatus, type RunTrigger } from './public.ts';
+import { runAnswer, runSchema, RUN_KINDS, RUN_STATUSES, RUN_TRIGGERS, type PipelineRecipes, type RunKind, type RunStatus, type RunTrigger } from './public.ts';
 import type { RecipeChecks } from './recipe-checks.ts';
 import type { RecipeStore } from './recipe-store.ts';
 import { publicRecipe } from './recipe-service.ts';
 import type { PipelineRunner } from './runs.ts';
 import type { RunStore } from './run-store.ts';
 import { flowOf } from './flows.ts';
+import { scenarioStepRunSchema } from './scenario-schemas.ts';
+import type { ScenarioStore } from './scenario-store.ts';
 import { flowSchema, isoInstant, newRecipeInput, recipeInput, recipeOutputsSchema, recipeSchema } from './schemas.ts';
 
 export interface PipelineRouteDeps {
@@ -19,6 +21,7 @@ export interface PipelineRouteDeps {
   runs: RunStore;
   catalog: DatasetCatalog;
   projects: ProjectCatalog;
+  scenarios: ScenarioStore;
 }
 
 const base = { security: 'bearer', orgScoped: true } as const;
@@ -41,20 +44,24 @@ const listOf = <T extends string>(allowed: readonly T[], field: string) =>
 
 const runsQuery = z.object({
   status: listOf(RUN_STATUSES, 'status').optional().meta({ description: 'One or several statuses, comma-separated', example: 'failed,cancelled' }),
-  kind: z.enum(['recipe', 'job']).optional(),
+  kind: z.enum(RUN_KINDS as [RunKind, ...RunKind[]]).optional(),
   trigger: z.enum(RUN_TRIGGERS as [RunTrigger, ...RunTrigger[]]).optional(),
   project_id: s.pathId.optional(),
   job_id: s.pathId.optional(),
   recipe_id: s.pathId.optional(),
   parent_run_id: s.pathId.optional().meta({ description: "A build's runs: its children" }),
   schedule_id: s.pathId.optional().meta({ description: 'Runs started by this schedule' }),
+  scenario_id: s.pathId.optional().meta({ description: "A scenario's runs" }),
   since: isoInstant.optional().meta({ description: 'Runs created at or after this ISO-8601 instant', example: '2026-11-25T00:00:00Z' }),
   until: isoInstant.optional().meta({ description: 'Runs created before this ISO-8601 instant', example: '2026-11-26T00:00:00Z' }),
   limit: z.coerce.number().int().min(1).max(500).default(50),
   cursor: z.string().max(200).optional().meta({ description: 'The `next_cursor` of the previous page' }),
 });
 
-export function pipelineRoutes({ recipes, recipeWrites, checks, runner, runs, catalog, projects }: PipelineRouteDeps) {
+/** A run as GET /runs/{id} answers it: a scenario's with its steps. */
+const runWithSteps = runSchema.extend({ steps: z.array(scenarioStepRunSchema).optional().describe("A scenario run's steps, in order, each with its outcome") }).meta({ id: 'PipelineRunDetail' });
+
+export function pipelineRoutes({ recipes, recipeWrites, checks, runner, runs, catalog, projects, scenarios }: PipelineRouteDeps) {
   return [
     defineRoute({
       ...base,
@@ -174,11 +181,16 @@ export function pipelineRoutes({ recipes, recipeWrites, checks, runner, runs, ca
       method: 'get',
       path: '/runs/{id}',
       summary: 'Get a run',
-      description: 'One run: its status, timing, rows written and error.',
+      description: "One run: its status, timing, rows written and error; a scenario's run with each step's status, timing, output and error.",
       capability: 'pipeline.read',
       request: { params: idParams },
-      responses: { 200: { description: 'The run', schema: runSchema } },
-      handler: async ({ params, orgId }) => runner.get(orgId, params.id),
+      responses: { 200: { description: 'The run', schema: runWithSteps } },
+      handler: async ({ params, orgId }) => {
+        const run = await runner.get(orgId, params.id);
+        if (run.kind !== 'scenario') return run;
+        const steps = (await scenarios.runSteps(run.id)).map(({ position, name, type, status, started_at, ended_at, output, error }) => ({ position, name, type, status, started_at, ended_at, output, error }));
+        return { ...run, steps };
+      },
     }),
     defineRoute({
       ...base,

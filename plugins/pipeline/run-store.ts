@@ -14,6 +14,7 @@ export interface NewRun {
   job_id?: number | null;
   parent_run_id?: number | null;
   schedule_id?: number | null;
+  scenario_id?: number | null;
   targets?: number[] | null;
   mode?: string | null;
   /** A build's child run: the runs of the recipes it waits for. */
@@ -44,6 +45,7 @@ export class RunStore {
         job_id: run.job_id ?? null,
         parent_run_id: run.parent_run_id ?? null,
         schedule_id: run.schedule_id ?? null,
+        scenario_id: run.scenario_id ?? null,
         targets: run.targets ? this.storage.encodeJson(run.targets) : null,
         mode: run.mode ?? null,
         waits_for: run.waits_for ? this.storage.encodeJson(run.waits_for) : null,
@@ -128,6 +130,7 @@ export class RunStore {
     if (filter.recipe_id !== undefined) query = query.where('recipe_id', '=', filter.recipe_id);
     if (filter.parent_run_id !== undefined) query = query.where('parent_run_id', '=', filter.parent_run_id);
     if (filter.schedule_id !== undefined) query = query.where('schedule_id', '=', filter.schedule_id);
+    if (filter.scenario_id !== undefined) query = query.where('scenario_id', '=', filter.scenario_id);
     if (filter.since) query = query.where('created_at', '>=', filter.since);
     if (filter.until) query = query.where('created_at', '<', filter.until);
     if (filter.cursor) query = query.where('id', '<', decodeCursor(filter.cursor));
@@ -157,7 +160,8 @@ export class RunStore {
       recipe_id: row.recipe_id === null ? null : Number(row.recipe_id),
       job_id: row.job_id === null ? null : Number(row.job_id),
       parent_run_id: row.parent_run_id === null ? null : Number(row.parent_run_id),
-      schedule_id: row.schedule_id === null || row.schedule_id === undefined ? null : Number(row.schedule_id),
+      schedule_id: row.schedule_id === null ? null : Number(row.schedule_id),
+      scenario_id: row.scenario_id === null ? null : Number(row.scenario_id),
       targets: row.targets === null ? null : this.storage.decodeJson<number[]>(row.targets),
       mode: row.mode ?? null,
       created_by: row.created_by === null ? null : Number(row.created_by),

@@ -7,6 +7,7 @@ import type { BuildRequest, PipelineRuns, Run, RunStatus, RunTrigger } from './p
 import type { RecipeExecution } from './recipe-execution.ts';
 import type { RecipeStore } from './recipe-store.ts';
 import { FINAL_STATUSES, type RunStore } from './run-store.ts';
+import type { ScenarioStore } from './scenario-store.ts';
 
 const RECIPE_WORK = 'recipe';
 const BUILD_WORK = 'build';
@@ -37,6 +38,8 @@ export class PipelineRunner implements PipelineRuns {
     private readonly recipes: RecipeStore,
     private readonly execution: RecipeExecution,
     private readonly catalog: DatasetCatalog,
+    /** The steps of scenario runs, ended with a cancelled or abandoned run. */
+    private readonly scenarioSteps: ScenarioStore,
     /** RECIPE_TIMEOUT_S: how long one recipe run may take. */
     private readonly timeoutSeconds: number,
   ) {}
@@ -83,13 +86,24 @@ export class PipelineRunner implements PipelineRuns {
   async cancel(orgId: number, id: number): Promise<Run> {
     const run = await this.runs.get(orgId, id);
     if (FINAL_STATUSES.includes(run.status)) throw problems.conflict(`run ${id} already ended (${run.status})`);
-    if (run.kind === 'job') {
-      await this.finish(run.id, 'cancelled', { error: { title: 'Cancelled', detail: 'the run was cancelled' } });
-      for (const child of await this.runs.children(orgId, run.id)) if (!FINAL_STATUSES.includes(child.status)) await this.cancelOne(orgId, child);
-    } else {
-      await this.cancelOne(orgId, run);
-    }
+    await this.cancelTree(orgId, run);
     return this.runs.get(orgId, id);
+  }
+
+  /**
+   * A recipe's run is stopped on its own; a build or a scenario ends `cancelled` at once (a
+   * scenario's running step with it, its later steps skipped, its pass stopped), then each of its
+   * children not ended is cancelled the same way (a scenario's build with its recipes' runs).
+   */
+  private async cancelTree(orgId: number, run: Run): Promise<void> {
+    if (run.kind === 'recipe') return this.cancelOne(orgId, run);
+    await this.finish(run.id, 'cancelled', { error: { title: 'Cancelled', detail: 'the run was cancelled' } });
+    if (run.kind === 'scenario') {
+      await this.scenarioSteps.endOpenSteps(run.id, 'cancelled', 'the run was cancelled');
+      const workId = await this.workIdOf(run.id);
+      if (workId !== null) await this.work.cancel(workId, orgId);
+    }
+    for (const child of await this.runs.children(orgId, run.id)) if (!FINAL_STATUSES.includes(child.status)) await this.cancelTree(orgId, child);
   }
 
   private async cancelOne(orgId: number, run: Run): Promise<void> {
@@ -265,6 +279,7 @@ export class PipelineRunner implements PipelineRuns {
       const status: RunStatus = item.status === 'cancelled' ? 'cancelled' : 'failed';
       const detail = item.reason === 'lost' ? 'the instance running it stopped (killed or crashed) twice; its outputs are as they were' : (item.error ?? `its work ended ${item.status}`);
       if (await this.finish(run.id, status, { error: { title: status === 'cancelled' ? 'Cancelled' : 'Interrupted', detail } })) {
+        if (run.kind === 'scenario') await this.scenarioSteps.endOpenSteps(run.id, status, detail);
         const full = await this.runs.get(run.org_id, run.id);
         if (full.parent_run_id !== null) await this.advance(run.org_id, full.parent_run_id, null);
       }

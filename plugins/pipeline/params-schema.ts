@@ -1,0 +1,29 @@
+import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
+import type { FieldError } from '../../kernel/plugin-api.ts';
+
+/** Where parameters fail a schema, as field errors under `location` (`body.params.field`); empty when valid. */
+export type ParamsCheck = (params: unknown, location: string) => FieldError[];
+
+/**
+ * Compiles the JSON Schema of a contribution's parameters (a recipe type's, a step type's) with
+ * ajv, draft 2020-12, all errors. `what` names the contribution in the error an invalid schema throws.
+ */
+export function compileParams(what: string, schema: Record<string, unknown>): ParamsCheck {
+  // An instance per schema: schemas of different plugins may reuse an `$id` without clashing.
+  const ajv = new Ajv2020({ allErrors: true });
+  let validate: ReturnType<Ajv2020['compile']>;
+  try {
+    validate = ajv.compile(schema);
+  } catch (err) {
+    throw new Error(`${what}: params is not a valid JSON Schema: ${(err as Error).message}`);
+  }
+  return (params, location) => (validate(params) ? [] : (validate.errors ?? []).map((error) => fieldError(error, location)));
+}
+
+/** An ajv error as a field error: its instance path (a missing or extra property named) under `location`. */
+function fieldError(error: ErrorObject, location: string): FieldError {
+  const segments = error.instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const named = error.params.missingProperty ?? error.params.additionalProperty;
+  if (typeof named === 'string') segments.push(named);
+  return { path: [location, ...segments].join('.'), message: error.message ?? 'is invalid' };
+}

@@ -1,0 +1,37 @@
+import type { Contribution, Disposable, FieldError, PluginEnablementService } from '../../kernel/plugin-api.ts';
+import { OfferedContributions } from './offered-contributions.ts';
+import { compileParams } from './params-schema.ts';
+import type { JsonSchema, StepTypeContribution } from './public.ts';
+
+/** A step type offered in an organization, its parameters schema compiled. */
+export interface OfferedStepType {
+  id: string;
+  pluginId: string;
+  description: string | null;
+  params: JsonSchema;
+  run: StepTypeContribution['run'];
+  /** Where `params` fails the type's schema, as field errors under `location`; empty when valid. */
+  check(params: unknown, location: string): FieldError[];
+}
+
+/** The step types contributed to `pipeline.step-types`: a schema that does not compile refuses one. */
+export class StepTypes {
+  private readonly types: OfferedContributions<OfferedStepType>;
+
+  constructor(ownerId: string, enablement: PluginEnablementService) {
+    this.types = new OfferedContributions(ownerId, enablement);
+  }
+
+  accept({ value, pluginId }: Contribution<StepTypeContribution>): Disposable {
+    const check = compileParams(`step type "${value.id}"`, value.params);
+    return this.types.add({ id: value.id, pluginId, description: value.description ?? null, params: value.params, run: value.run, check });
+  }
+
+  list(orgId: number | null): Promise<OfferedStepType[]> {
+    return this.types.list(orgId);
+  }
+
+  get(orgId: number, id: string): Promise<OfferedStepType | undefined> {
+    return this.types.get(orgId, id);
+  }
+}
