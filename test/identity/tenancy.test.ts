@@ -33,6 +33,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     output: `alpha_out_${tag}`,
     recipe: `alpha-recipe-${tag}`,
     job: `alpha-job-${tag}`,
+    scenario: `alpha-scenario-${tag}`,
   };
 
   const orgA = 1;
@@ -59,6 +60,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
   let runA: number;
   /** A's schedule of its job. */
   let scheduleA: number;
+  /** A's scenario (never run: A's runs stay the job's). */
+  let scenarioA: number;
   /** A loopback peer behind A's connector: counts the calls reaching A's webhook. */
   let hook: { url: string; calls: string[]; close: () => Promise<void> };
 
@@ -157,6 +160,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const schedule = await t.request('POST', '/api/scheduler/schedules', { ...asA, body: { project_id: projectA, name: markers.job, target: { job_id: jobA }, cron: '0 3 1 1 *' } });
     expect(schedule.status, schedule.text).toBe(201);
     scheduleA = schedule.body.id;
+    const scenario = await t.request('POST', '/api/pipeline/scenarios', { ...asA, body: { project_id: projectA, name: markers.scenario, steps: [{ type: 'build', params: { targets: [outputA] } }], triggers: [{ type: 'dataset_changed', datasets: [datasetA], debounce_s: 3600 }] } });
+    expect(scenario.status, scenario.text).toBe(201);
+    scenarioA = scenario.body.id;
 
     // A cached profile of A's dataset, whose top values are A's rows.
     const profile = await t.request('GET', `/api/statistics/datasets/${datasetA}`, asA);
@@ -232,6 +238,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     if (m.path.startsWith('/api/pipeline/jobs/')) return jobA;
     if (m.path.startsWith('/api/pipeline/runs/')) return runA;
     if (m.path.startsWith('/api/scheduler/schedules/')) return scheduleA;
+    if (m.path.startsWith('/api/pipeline/scenarios/')) return scenarioA;
     return undefined;
   }
 
@@ -258,6 +265,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'GET /api/pipeline/jobs': `?project_id=${projectA}`,
       'GET /api/pipeline/runs': `?project_id=${projectA}`,
       'GET /api/scheduler/schedules': `?project_id=${projectA}`,
+      'GET /api/pipeline/scenarios': `?project_id=${projectA}`,
     };
     return queries[`${m.route.method.toUpperCase()} ${m.path}`] ?? '';
   }
@@ -301,6 +309,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'PATCH /api/pipeline/jobs/{id}': { name: `renamed-${tag}`, mode: 'force' },
       'POST /api/scheduler/schedules': { project_id: projectA, name: `sweep-${tag}`, target: { job_id: jobA }, cron: '0 3 * * *' },
       'PATCH /api/scheduler/schedules/{id}': { name: `renamed-${tag}`, cron: '* * * * * *' },
+      'POST /api/pipeline/scenarios': { project_id: projectA, name: `sweep-${tag}`, steps: [{ type: 'build', params: { targets: [outputA] } }] },
+      'PATCH /api/pipeline/scenarios/{id}': { name: `renamed-${tag}`, steps: [{ type: 'capture_contract', params: { datasets: [datasetA] } }] },
       'POST /api/sql': { sql: `select label, email, amount from "${markers.dataset.toUpperCase()}"` },
     };
     if (!(key in bodies)) throw new Error(`no body for ${key}: give the sweep one the route accepts`);
@@ -322,7 +332,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
    * in A's project (422: the project is not in B), a rule on A's dataset (404), SQL over A's
    * dataset by name (400: no such dataset in B).
    */
-  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422, 'POST /api/scheduler/schedules': 422 };
+  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422, 'POST /api/scheduler/schedules': 422, 'POST /api/pipeline/scenarios': 422 };
 
   /** Everything A owns, read straight from the database: the sweep must leave it untouched. */
   async function snapshotA() {
@@ -356,9 +366,10 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const recipeLinks = await db.selectFrom('pipeline_recipe_datasets').select(['recipe_id', 'dataset_id', 'role']).where('org_id', '=', orgA).orderBy('id').execute();
     const jobs = await db.selectFrom('jobs').select(['id', 'name', 'targets', 'mode', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const pipelineRuns = await db.selectFrom('pipeline_runs').select(['id', 'status', 'ended_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const scenarios = await db.selectFrom('pipeline_scenarios').select(['id', 'name', 'steps', 'triggers', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const schedules = await db.selectFrom('scheduler_schedules').select(['id', 'name', 'cron', 'enabled', 'next_run_at', 'generation', 'owner_id', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const pluginSwitches = await db.selectFrom('plugin_organizations').select(['plugin_id', 'enabled', 'updated_at']).where('org_id', '=', orgA).orderBy('plugin_id').execute();
-    return { pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules };
+    return { pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules, scenarios };
   }
 
   /** A's data plane is really there, so an unchanged snapshot means something. */
@@ -369,6 +380,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     expect(snapshot.recipes.map((r) => r.id)).toEqual([recipeA]);
     expect(snapshot.jobs.map((j) => j.id)).toEqual([jobA]);
     expect(snapshot.schedules.map((s) => s.id)).toEqual([scheduleA]);
+    expect(snapshot.scenarios.map((s) => s.id)).toEqual([scenarioA]);
     expect(snapshot.pipelineRuns.map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
     expect(Number(snapshot.datasets[0].row_count)).toBe(3);
     expect(snapshot.contents[datasetA]).toHaveLength(3);
@@ -445,6 +457,13 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
         'POST /api/scheduler/schedules/{id}/resume',
         'GET /api/scheduler/schedules/{id}/preview',
         'GET /api/scheduler/schedules/{id}/fires',
+        'POST /api/pipeline/scenarios',
+        'GET /api/pipeline/scenarios',
+        'GET /api/pipeline/scenarios/{id}',
+        'PATCH /api/pipeline/scenarios/{id}',
+        'DELETE /api/pipeline/scenarios/{id}',
+        'POST /api/pipeline/scenarios/{id}/run',
+        'GET /api/pipeline/step-types',
       ]),
     );
   });
