@@ -80,6 +80,8 @@ export class WorkRunner {
   private stopped = true;
   private lastReclaimMs = 0;
   private lastHeartbeatMs = 0;
+  /** When the earliest queued item not due at the last poll becomes due: the next poll comes then, not a whole interval later. */
+  private nextDueMs: number | null = null;
   private unlisten: (() => Promise<void>) | undefined;
 
   constructor(
@@ -140,7 +142,8 @@ export class WorkRunner {
           this.again = false;
           this.wake();
         } else {
-          this.pollTimer = setTimeout(() => this.wake(), this.settings.pollMs);
+          const untilDue = this.nextDueMs === null ? this.settings.pollMs : this.nextDueMs - Date.now();
+          this.pollTimer = setTimeout(() => this.wake(), Math.max(0, Math.min(this.settings.pollMs, untilDue)));
           this.pollTimer.unref();
         }
       });
@@ -149,6 +152,7 @@ export class WorkRunner {
   private async poll(): Promise<void> {
     const now = this.storage.now();
     const nowMs = Date.now();
+    this.nextDueMs = null;
     // Wakes come with every enqueue and every finished item: the bookkeeping that does not need
     // them runs at most once per interval, so a burst of work costs claims, not sweeps.
     if (nowMs - this.lastReclaimMs >= this.settings.pollMs) {
@@ -165,6 +169,8 @@ export class WorkRunner {
       const claimed = await this.store.claim(this.owner, kinds, orgId, free, this.settings.orgConcurrency, now, leaseUntil);
       for (const item of claimed) this.execute(item);
     }
+    // Work enqueued to run later (runAfter: a schedule's next fire, a retry's backoff) starts when due.
+    this.nextDueMs = await this.store.nextDue(kinds, now);
   }
 
   private execute(item: WorkItem) {

@@ -147,6 +147,19 @@ export class WorkStore {
     return rows.map((r) => (r.org_id === null ? null : Number(r.org_id)));
   }
 
+  /** When the earliest queued item of these kinds not yet due at `now` becomes due (ms since the epoch), if any. */
+  async nextDue(kinds: string[], now: string): Promise<number | null> {
+    if (kinds.length === 0) return null;
+    const row = await this.storage.db
+      .selectFrom(TABLE)
+      .select((eb) => eb.fn.min('run_after').as('at'))
+      .where('status', '=', 'queued')
+      .where('run_after', '>', now)
+      .where('kind', 'in', kinds)
+      .executeTakeFirst();
+    return row?.at == null ? null : Date.parse(String(row.at));
+  }
+
   /**
    * Claims up to `count` due items of one organization for `owner`, leased until `leaseUntil`, and
    * at most as many as leave that organization under `orgLimit` running items (counted across
