@@ -100,7 +100,7 @@ type SkipFn = (uniqueId: string, err: unknown) => void;
 function declaredColumns(resource: DbtResource, types: Map<string, string> | undefined) {
   if (resource.resourceType === 'model') return [];
   const typed = new Map([...(types ?? [])].map(([name, type]) => [name.toLowerCase(), type]));
-  const named = resource.columns.length ? resource.columns.map((c) => c.name) : [...(types?.keys() ?? [])];
+  const named = resource.columns.length ? resource.columns.map((c) => c.name) : [...new Set([...(types?.keys() ?? []), ...Object.keys(resource.columnTypes)])];
   const columns = named.map((name) => {
     const own = resource.columns.find((c) => c.name === name);
     const type = typed.get(name.toLowerCase()) ?? own?.dataType ?? resource.columnTypes[name];

@@ -103,7 +103,8 @@ parentPort.on('message', (model) => {
     parentPort.postMessage({ uniqueId: model.uniqueId, ...render(model) });
   } catch (err) {
     // nunjucks wraps an error thrown by a call as "(unknown path) [Line 3, Column 8]\n  Error: …".
-    const message = String(err?.message ?? err).replace(/\s+/g, ' ').trim().slice(0, 500);
-    parentPort.postMessage({ uniqueId: model.uniqueId, error: message });
+    const text = String(err?.message ?? err).replace(/\s+/g, ' ').trim();
+    const [, where, message] = /^\(unknown path\)(?: \[(Line \d+, Column \d+)\])? (?:\w*Error: )?(.*)$/.exec(text) ?? [null, null, text];
+    parentPort.postMessage({ uniqueId: model.uniqueId, error: `${message}${where ? ` (${where.toLowerCase()})` : ''}`.slice(0, 500) });
   }
 });

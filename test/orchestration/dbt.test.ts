@@ -114,4 +114,201 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
     expect(listed.body.items.map((i: { id: number }) => i.id)).toEqual([third.body.id, second.body.id, first.body.id]);
     expect((await t.request('GET', `/api/dbt/imports/${first.body.id}`)).body.summary.datasets_created).toBe(8);
   }, 120_000);
+
+  it('rewrites compiled SQL (v12, quoted relations) and renders the rest, building the same counts', async () => {
+    const project = await newProject();
+    const body = form({ project_id: String(project) }, { manifest: fixture('jaffle_shop_v12_compiled/manifest.json') });
+    expect((await t.request('POST', '/api/dbt/imports', body)).status).toBe(201);
+    const names = (await t.request('GET', `/api/datasets?project_id=${project}&limit=500`)).body.items.map((d: { name: string }) => d.name).sort();
+    // Names are unique in the organization: the first project has the plain ones, this one's are told apart by resource type.
+    expect(names).toEqual(['customers_model', 'orders_model', 'raw_customers_seed', 'raw_orders_seed', 'raw_payments_seed', 'stg_customers_model', 'stg_orders_model', 'stg_payments_model']);
+    for (const seedName of ['raw_customers', 'raw_orders', 'raw_payments']) await uploadSeed(`${seedName}_seed`, fixture(`jaffle_shop_v12_compiled/${seedName}.csv`));
+    const second = await t.request('POST', '/api/dbt/imports', body);
+    expect(second.body.summary, JSON.stringify(second.body.summary.skipped)).toMatchObject({ recipes_created: 5, lineage_edges: 8 });
+    const recipes = (await t.request('GET', `/api/pipeline/recipes?project_id=${project}`)).body.items as { name: string; params: { query: string }; outputs: number[] }[];
+    const customers = recipes.find((r) => r.name === 'model.jaffle_shop.customers')!;
+    expect(customers.params.query).toContain('select * from "stg_customers_model"');
+    expect(customers.params.query).not.toContain('dbttry');
+    const job = await t.request('POST', '/api/pipeline/jobs', { body: { project_id: project, name: 'jaffle', targets: [customers.outputs[0]], mode: 'build_required' } });
+    const run = await finished(t, (await t.request('POST', `/api/pipeline/jobs/${job.body.id}/run`)).body.run.id, 60_000);
+    expect(run.status, JSON.stringify(run)).toBe('succeeded');
+    expect((await t.request('GET', `/api/datasets/${customers.outputs[0]}`)).body.row_count).toBe(100);
+  }, 120_000);
+
+  it('reads sources with catalog.json types (v9, JSON body), and renders the raw Jinja of a model compiled as an incremental run', async () => {
+    const project = await newProject();
+    const catalog = {
+      nodes: {},
+      sources: {
+        'source.jaffle_shop.jaffle_shop.customers': { columns: { id: { name: 'id', type: 'NUMBER(38,0)' }, first_name: { name: 'first_name', type: 'VARCHAR' }, last_name: { name: 'last_name', type: 'VARCHAR' } } },
+        'source.jaffle_shop.jaffle_shop.orders': { columns: { id: { name: 'id', type: 'NUMBER(38,0)' }, user_id: { name: 'user_id', type: 'NUMBER(38,0)' }, order_date: { name: 'order_date', type: 'DATE' }, status: { name: 'status', type: 'VARCHAR' }, _etl_loaded_at: { name: '_etl_loaded_at', type: 'TIMESTAMP_NTZ' } } },
+        'source.jaffle_shop.jaffle_shop.payment': { columns: { id: { name: 'id', type: 'NUMBER(38,0)' }, orderid: { name: 'orderid', type: 'NUMBER(38,0)' }, paymentmethod: { name: 'paymentmethod', type: 'VARCHAR' }, status: { name: 'status', type: 'VARCHAR' }, amount: { name: 'amount', type: 'NUMBER(38,0)' }, created: { name: 'created', type: 'DATE' } } },
+      },
+    };
+    const res = await importJson({ project_id: project, manifest: manifestOf('jaffle_shop_v9_compiled'), catalog });
+    expect(res.status, res.text).toBe(201);
+    expect(res.body.schema_version).toBe(9);
+    expect(res.body.summary, JSON.stringify(res.body.summary.skipped)).toMatchObject({ datasets_created: 7, recipes_created: 4, lineage_edges: 6 });
+    const orders = (await t.request('GET', `/api/datasets?project_id=${project}&search=orders&limit=50`)).body.items.find((d: { name: string }) => d.name.startsWith('orders'));
+    expect(orders.columns.map((c: { name: string; type: string }) => `${c.name}:${c.type}`)).toEqual(['id:integer', 'user_id:integer', 'order_date:date', 'status:string', '_etl_loaded_at:timestamp']);
+    const recipes = (await t.request('GET', `/api/pipeline/recipes?project_id=${project}`)).body.items as { name: string; params: { query: string } }[];
+    const stgOrders = recipes.find((r) => r.name === 'model.jaffle_shop.stg_orders')!;
+    expect(stgOrders.params.query).not.toMatch(/_ETL_LOADED_AT >|ANALYTICS/);
+    expect(recipes.find((r) => r.name === 'model.jaffle_shop.stg_customers')!.params.query).toMatch(/FROM\s+"customers\w*"/);
+  }, 60_000);
+
+  const people = seed('people', { config: { column_types: { id: 'integer', name: 'varchar(20)', age: 'int' } } });
+
+  it('imports again by unique_id: nothing duplicated, a changed model updates its recipe, a model gone is reported', async () => {
+    const project = await newProject();
+    const a = model('grown', "select id, name from {{ ref('people') }} where age >= 18", ['seed.tiny.people']);
+    const b = model('grown_names', "select name from {{ ref('grown') }}", ['model.tiny.grown']);
+    const first = await importJson({ project_id: project, manifest: manifest([people, a, b]) });
+    expect(first.status, first.text).toBe(201);
+    expect(first.body.summary).toEqual({ datasets_created: 3, datasets_updated: 0, recipes_created: 2, recipes_updated: 0, lineage_edges: 2, rules_created: 0, skipped: [], removed: [] });
+    const again = await importJson({ project_id: project, manifest: manifest([people, a, b]) });
+    expect(again.body.summary).toEqual({ datasets_created: 0, datasets_updated: 0, recipes_created: 0, recipes_updated: 0, lineage_edges: 2, rules_created: 0, skipped: [], removed: [] });
+    expect((await t.request('GET', `/api/datasets?project_id=${project}`)).body.total).toBe(3);
+
+    const changed = model('grown_names', "select upper(name) as name from {{ ref('grown') }}", ['model.tiny.grown'], { description: 'Names, shouted' });
+    const third = await importJson({ project_id: project, manifest: manifest([people, a, changed]) });
+    expect(third.body.summary).toMatchObject({ recipes_created: 0, recipes_updated: 1, datasets_updated: 1 });
+    const recipes = (await t.request('GET', `/api/pipeline/recipes?project_id=${project}`)).body.items;
+    expect(recipes).toHaveLength(2);
+    expect(recipes.find((r: { name: string }) => r.name === 'model.tiny.grown_names').params.query).toContain('upper(name)');
+
+    const fourth = await importJson({ project_id: project, manifest: manifest([people, a]) });
+    expect(fourth.body.summary.removed.map((r: { unique_id: string; kind: string }) => `${r.kind}:${r.unique_id}`).sort()).toEqual(['dataset:model.tiny.grown_names', 'recipe:model.tiny.grown_names']);
+    // Reported, left as they are.
+    expect((await t.request('GET', `/api/pipeline/recipes?project_id=${project}`)).body.items).toHaveLength(2);
+  });
+
+  it('gives colliding resources distinct names the same way every time, and adopts a seed whose data is already in the project', async () => {
+    const project = await newProject();
+    const existing = await t.request('POST', '/api/datasets', { body: { name: 'pets', project_id: project, columns: [{ name: 'id', type: 'integer' }] } });
+    expect(existing.status, existing.text).toBe(201);
+    const source = { unique_id: 'source.tiny.shop.things', resource_type: 'source', name: 'things', source_name: 'shop', identifier: 'things', package_name: 'tiny', columns: {} };
+    const thingsSeed = seed('things', { config: { column_types: { id: 'integer' } } });
+    const thingsModel = model('things', "select id from {{ ref('pets') }}", ['seed.tiny.pets']);
+    const res = await importJson({ project_id: project, manifest: manifest([thingsModel, seed('pets'), thingsSeed], 10, [source]) });
+    expect(res.status, res.text).toBe(201);
+    expect(res.body.summary).toMatchObject({ datasets_created: 3, datasets_updated: 1, recipes_created: 1 });
+    const names = (await t.request('GET', `/api/datasets?project_id=${project}`)).body.items.map((d: { id: number; name: string }) => `${d.id === existing.body.id ? 'adopted ' : ''}${d.name}`).sort();
+    expect(names).toEqual(['adopted pets', 'things', 'things_seed', 'things_shop']);
+  });
+
+  it('skips, with the reason, what it cannot import: hostile SQL, unknown macros, template escapes, runaway templates, Python models, singular tests', async () => {
+    const project = await newProject();
+    const other = await t.outsider(`dbt-${dialect}-${Date.now()}`);
+    const otherProject = await t.request('POST', '/api/projects', { token: other.token, body: { key: 'OTH', name: 'other' } });
+    const secret = await t.request('POST', '/api/datasets', { token: other.token, body: { name: 'other_secret', project_id: otherProject.body.id, columns: [{ name: 'v', type: 'string' }] } });
+    expect(secret.status, secret.text).toBe(201);
+    const on = ['seed.tiny.people'];
+    const hostile = {
+      ok: "select id, name from {{ ref('people') }} -- {{ ref('people') }}; drop table x",
+      quotes: "select 'it''s' as quip, \"name\" from {{ ref('people') }} where name <> 'x'' or 1=1 --'",
+      two_statements: "select * from {{ ref('people') }}; drop table people",
+      open_comment: "select * from {{ ref('people') }} /* and then",
+      other_org: 'select * from other_secret',
+      physical: `select * from org_${other.orgId}__ds_${secret.body.id}`,
+      unknown_macro: "select {{ dbt_utils.star(ref('people')) }} from {{ ref('people') }}",
+      undefined_macro: "select {{ cents_to_dollars('age') }} from {{ ref('people') }}",
+      escape: "select {{ ref.constructor('return process.pid')() }} as pid from {{ ref('people') }}",
+      computed: "{% set k = 'constr' ~ 'uctor' %}select {{ ref[k] }} from {{ ref('people') }}",
+      huge_range: "select 1 as x from {{ ref('people') }}{% for i in range(100000000) %} {% endfor %}",
+      runaway: "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}select 1 as x from {{ ref('people') }}",
+      unknown_var: "select {{ var('cutoff') }} as c from {{ ref('people') }}",
+    };
+    const models = Object.entries(hostile).map(([name, raw]) => model(name, raw, on));
+    const python = model('py', 'def model(dbt, session): return dbt.ref("people")', on, { language: 'python' });
+    const singular = { unique_id: 'test.tiny.assert_adults', resource_type: 'test', name: 'assert_adults', package_name: 'tiny', depends_on: { nodes: ['model.tiny.ok'] }, attached_node: null };
+    const generic = (name: string, kwargs: Record<string, unknown>, column: string | null) => ({
+      unique_id: `test.tiny.${name}`,
+      resource_type: 'test',
+      name,
+      package_name: 'tiny',
+      column_name: column,
+      attached_node: 'seed.tiny.people',
+      depends_on: { nodes: ['seed.tiny.people'] },
+      test_metadata: { name: name.split('__')[0], namespace: name.includes('expression') ? 'dbt_utils' : null, kwargs },
+    });
+    const tests = [
+      singular,
+      generic('not_null__id', { column_name: 'id' }, 'id'),
+      generic('unique__id', { column_name: 'id' }, 'id'),
+      generic('accepted_values__name', { column_name: 'name', values: ['Ada', 'Bob'] }, 'name'),
+      generic('expression_is_true__age', { expression: 'age > 0' }, null),
+      generic('not_null__missing', { column_name: 'missing' }, 'missing'),
+    ];
+    const res = await importJson({ project_id: project, manifest: manifest([people, ...models, python, ...tests]) });
+    expect(res.status, res.text).toBe(201);
+    const reasons: Record<string, string> = Object.fromEntries(res.body.summary.skipped.map((s: { unique_id: string; reason: string }) => [s.unique_id.split('.').at(-1), s.reason]));
+    // A comment left open ends the statement on SQLite (whose wrapper closes it) and is a syntax error on Postgres.
+    const openComment = dialect === 'sqlite' ? [] : ['open_comment'];
+    expect(Object.keys(reasons).sort()).toEqual(
+      [...openComment, 'two_statements', 'other_org', 'physical', 'unknown_macro', 'undefined_macro', 'escape', 'computed', 'huge_range', 'runaway', 'unknown_var', 'py', 'assert_adults', 'expression_is_true__age', 'not_null__missing'].sort(),
+    );
+    expect(res.body.summary).toMatchObject({ recipes_created: 3 - openComment.length, rules_created: 3 });
+    expect(reasons.escape).toMatch(/attribute "constructor" is not rendered/);
+    expect(reasons.computed).toMatch(/computed attribute/);
+    expect(reasons.unknown_macro).toMatch(/attribute "star"/);
+    expect(reasons.undefined_macro).toMatch(/cents_to_dollars/);
+    expect(reasons.huge_range).toMatch(/range\(\) of more than/);
+    expect(reasons.runaway).toMatch(/longer than 5 s|too much memory/);
+    expect(reasons.unknown_var).toMatch(/var\('cutoff'\)/);
+    expect(reasons.py).toMatch(/python model is not imported/);
+    expect(reasons.assert_adults).toMatch(/singular test/);
+    expect(reasons.expression_is_true__age).toMatch(/dbt_utils\.expression_is_true test has no matching rule type/);
+    expect(reasons.other_org).toMatch(/other_secret/);
+    for (const name of ['two_statements', ...openComment, 'other_org', 'physical']) expect(reasons[name], name).toMatch(/refused|not an input|no such table|does not exist|syntax/i);
+    const recipes = (await t.request('GET', `/api/pipeline/recipes?project_id=${project}`)).body.items.map((r: { name: string }) => r.name).sort();
+    expect(recipes).toEqual(dialect === 'sqlite' ? ['model.tiny.ok', 'model.tiny.open_comment', 'model.tiny.quotes'] : ['model.tiny.ok', 'model.tiny.quotes']);
+  }, 60_000);
+
+  it('refuses a body that is not JSON, too large, of an unknown schema version or holding NUL, naming the problem, and imports nothing', async () => {
+    const project = await newProject();
+    const before = (await t.request('GET', '/api/datasets?limit=1')).body.total;
+    const tiny = manifest([people]);
+    const cases: [string, Parameters<TestKernel['request']>[2], number, RegExp][] = [
+      ['truncated JSON', { body: JSON.stringify({ project_id: project, manifest: tiny }).slice(0, 80), headers: { 'content-type': 'application/json' } }, 400, /^body$/],
+      ['truncated file', form({ project_id: String(project) }, { manifest: JSON.stringify(tiny).slice(0, 50) }), 400, /^body\.manifest$/],
+      ['no manifest file', form({ project_id: String(project) }, {}), 400, /^body\.manifest$/],
+      ['project id as text', { body: { project_id: String(project), manifest: tiny } }, 400, /^body\.project_id$/],
+      ['manifest as a list', { body: { project_id: project, manifest: [tiny] } }, 400, /^body\.manifest$/],
+      ['unknown version', { body: { project_id: project, manifest: { ...tiny, metadata: { dbt_schema_version: 'https://schemas.getdbt.com/dbt/manifest/v99.json' } } } }, 422, /^body\.manifest\.metadata\.dbt_schema_version$/],
+      ['too old a version', { body: { project_id: project, manifest: { ...tiny, metadata: { dbt_schema_version: 'https://schemas.getdbt.com/dbt/manifest/v6.json' } } } }, 422, /^body\.manifest\.metadata\.dbt_schema_version$/],
+      ['no version', { body: { project_id: project, manifest: { nodes: {} } } }, 400, /^body\.manifest\.metadata/],
+      ['nodes of a wrong type', { body: { project_id: project, manifest: { ...tiny, nodes: { 'seed.tiny.x': { unique_id: 7, resource_type: 'seed', name: 'x' } } } } }, 400, /^body\.manifest\.nodes\.seed\.tiny\.x\.unique_id$/],
+      ['NUL in a description', { body: { project_id: project, manifest: manifest([seed('nul', { description: 'a\u0000b' })]) } }, 400, /^body\.manifest\.nodes\.seed\.tiny\.nul\.description$/],
+      ['NUL in a file', form({ project_id: String(project) }, { manifest: JSON.stringify(manifest([model('m', 'select 1 -- \u0000', [])])) }), 400, /^body\.manifest\.nodes\.model\.tiny\.m\.raw_code$/],
+      ['a catalog of a wrong shape', { body: { project_id: project, manifest: tiny, catalog: { nodes: { x: { columns: 'id' } } } } }, 400, /^body\.catalog\.nodes\.x\.columns$/],
+      ['a project of nobody', { body: { project_id: 999_999, manifest: tiny } }, 422, /^body\.project_id$/],
+    ];
+    for (const [name, request, status, path] of cases) {
+      const res = await t.request('POST', '/api/dbt/imports', request);
+      expect(res.status, `${name}: ${res.text}`).toBe(status);
+      expect(res.body.errors?.[0]?.path, `${name}: ${res.text}`).toMatch(path);
+    }
+    const huge = JSON.stringify({ project_id: project, manifest: { ...tiny, padding: 'x'.repeat(3 * 1024 * 1024) } });
+    const tooLarge = await t.request('POST', '/api/dbt/imports', { body: huge, headers: { 'content-type': 'application/json' } });
+    expect(tooLarge.status, tooLarge.text).toBe(413);
+    expect(tooLarge.body.detail).toMatch(/DBT_MANIFEST_LIMIT/);
+    const hugeForm = await t.request('POST', '/api/dbt/imports', form({ project_id: String(project) }, { manifest: huge }));
+    expect(hugeForm.status, hugeForm.text).toBe(413);
+    expect((await t.request('GET', '/api/datasets?limit=1')).body.total).toBe(before);
+    expect((await t.request('GET', `/api/dbt/imports?project_id=${project}`)).body.items).toEqual([]);
+  });
+
+  it('asks for the capabilities of what it creates, and keeps imports within their organization', async () => {
+    const viewer = await t.userToken('viewer', `dbt-viewer-${dialect}`);
+    const denied = await importJson({ project_id: projectId, manifest: manifest([people]) }, viewer.token);
+    expect(denied.status, denied.text).toBe(403);
+    const mine = (await t.request('GET', `/api/dbt/imports?project_id=${projectId}`)).body.items[0];
+    const other = await t.outsider(`dbt-other-${dialect}`);
+    expect((await t.request('GET', `/api/dbt/imports/${mine.id}`, { token: other.token })).status).toBe(404);
+    expect((await t.request('GET', '/api/dbt/imports', { token: other.token })).body.items).toEqual([]);
+    const intoMine = await importJson({ project_id: projectId, manifest: manifest([seed('intruder')]) }, other.token);
+    expect(intoMine.status, intoMine.text).toBe(422);
+    expect(await datasetByName('intruder')).toBeUndefined();
+  });
 });
