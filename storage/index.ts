@@ -8,7 +8,7 @@ export { containsText } from './text-search.ts';
 export { POSTGRES_COLUMN_TYPES, governedRolePrefix } from './postgres-governed.ts';
 export { parsePostgresSelect } from './postgres-select.ts';
 export { SelectRefusedError, type GovernedSelect } from './select-statement.ts';
-export { LONG_READ_DEFAULTS, type LongReadOptions } from './long-reads.ts';
+export { LONG_READ_DEFAULTS, type ColumnBlock, type LongReadOptions } from './long-reads.ts';
 export type { ColumnStatistics } from './column-profile.ts';
 export { GovernedSqlUnavailableError, QueryRejectedError, QueryTimeoutError, type GovernedDataset, type GovernedDescribe, type GovernedWrite, type ReadOnlyQuery, type ReadOnlyResult } from './read-only-query.ts';
 export { DATA_COLUMN_TYPES, quoteIdentifier, ROW_ID, type DataColumn, type DataColumnType, type DataTables } from './data-tables.ts';

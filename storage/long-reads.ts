@@ -10,6 +10,13 @@ export interface LongReadOptions {
   timeoutMs?: number;
 }
 
+/** A long read's answer by column (`Storage.longReadColumns`): `values[i][r]` is the value of `columns[i]` in row `r`. */
+export interface ColumnBlock {
+  columns: string[];
+  values: unknown[][];
+  rows: number;
+}
+
 /** A long read stopped because the platform is shutting down: no fault of the statement (a 503). */
 export class LongReadStoppedError extends Error {}
 

@@ -1,6 +1,13 @@
 import type pg from 'pg';
 import { CompiledQuery, PostgresDialect, type DatabaseConnection, type Driver } from 'kysely';
+import { byColumn } from './by-column.mjs';
 import { stoppedByTimeout } from './data-tables-postgres.ts';
+import type { ColumnBlock } from './long-reads.ts';
+
+/** The session of a long read's connection (see below), and what puts it back. */
+const sessionOf = (timeoutMs: number | undefined) =>
+  ['set max_parallel_workers_per_gather = 0', ...(timeoutMs === undefined ? [] : [`set statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`])].join('; ');
+const RESET_SESSION = 'reset max_parallel_workers_per_gather; reset statement_timeout';
 
 /**
  * Long reads on Postgres: connections of the platform's pool. While a connection is out its session
@@ -27,10 +34,8 @@ export function postgresLongReads(pool: pg.Pool, stopping: () => boolean): (time
       init: async () => undefined,
       async acquireConnection() {
         const connection = await acquire();
-        const session = ['set max_parallel_workers_per_gather = 0'];
-        if (timeoutMs !== undefined) session.push(`set statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`);
         try {
-          await connection.executeQuery(CompiledQuery.raw(session.join('; ')));
+          await connection.executeQuery(CompiledQuery.raw(sessionOf(timeoutMs)));
         } catch (err) {
           await inner.releaseConnection(connection);
           throw err;
@@ -51,7 +56,7 @@ export function postgresLongReads(pool: pg.Pool, stopping: () => boolean): (time
       rollbackTransaction: (connection) => inner.rollbackTransaction(own(connection)),
       async releaseConnection(connection) {
         try {
-          await own(connection).executeQuery(CompiledQuery.raw('reset max_parallel_workers_per_gather; reset statement_timeout'));
+          await own(connection).executeQuery(CompiledQuery.raw(RESET_SESSION));
         } finally {
           await inner.releaseConnection(own(connection));
         }
@@ -59,5 +64,31 @@ export function postgresLongReads(pool: pg.Pool, stopping: () => boolean): (time
       // The pool is the storage's: it ends with it.
       destroy: async () => undefined,
     };
+  };
+}
+
+/**
+ * One long read answered by column (`Storage.longReadColumns`), on a connection of the pool in the
+ * session above: its rows come as arrays (no object per row) and go back by column.
+ */
+export function postgresColumnReads(pool: pg.Pool, stopping: () => boolean): (query: CompiledQuery, timeoutMs: number | undefined) => Promise<ColumnBlock> {
+  return async (query, timeoutMs) => {
+    const client = await pool.connect();
+    let broken: Error | undefined;
+    try {
+      await client.query(sessionOf(timeoutMs));
+      try {
+        const result = await client.query({ text: query.sql, values: query.parameters as unknown[], rowMode: 'array' });
+        const columns = result.fields.map((field) => field.name);
+        return { columns, values: byColumn(columns.length, result.rows), rows: result.rows.length };
+      } catch (err) {
+        throw timeoutMs === undefined || stopping() ? err : stoppedByTimeout(err, timeoutMs);
+      } finally {
+        await client.query(RESET_SESSION).catch((err: Error) => void (broken = err));
+      }
+    } finally {
+      // A connection whose session could not be put back leaves the pool.
+      client.release(broken);
+    }
   };
 }

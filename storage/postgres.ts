@@ -5,7 +5,7 @@ import { quoteIdentifier } from './data-tables.ts';
 import { createPostgresDataTables } from './data-tables-postgres.ts';
 import { kyselyOver, LONG_READ_DEFAULTS, withTurns } from './long-reads.ts';
 import { isPostgresConnectionLost, superviseConnections } from './postgres-connections.ts';
-import { postgresLongReads } from './postgres-long-reads.ts';
+import { postgresColumnReads, postgresLongReads } from './postgres-long-reads.ts';
 import { ReadTurns } from './read-turns.ts';
 import { PostgresListener } from './postgres-listener.ts';
 import { PostgresTableClaims } from './table-claims-postgres.ts';
@@ -54,6 +54,7 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
   /** Set once shutdown stops the running statements. */
   let stopping = false;
   const longReadDriver = postgresLongReads(pool, () => stopping);
+  const columnReads = postgresColumnReads(pool, () => stopping);
   const readers = options.readWorkers ?? LONG_READ_DEFAULTS.workers;
   // Long reads take at most this many of the pool's connections: the others stay for short requests.
   const turns = new ReadTurns(readers, Math.min(readers, options.readWorkersPerOrganization ?? LONG_READ_DEFAULTS.perOrganization));
@@ -70,6 +71,7 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
     description: redactUrl(connectionString),
     dataTables: createPostgresDataTables(pool, claims),
     longReads: (orgId, readOptions) => kyselyOver(dialect, withTurns(longReadDriver(readOptions?.timeoutMs), turns, orgId)),
+    longReadColumns: (orgId, query, readOptions) => turns.during(orgId, () => columnReads(query, readOptions?.timeoutMs)),
     types: { json: 'jsonb', timestamp: 'timestamptz', text: 'text', integer: 'integer', bigint: 'bigint', boolean: 'boolean', double: 'double precision' },
     addIdColumn<TB extends string, C extends string>(table: CreateTableBuilder<TB, C>, name = 'id') {
       return table.addColumn(name, 'integer', (col) => col.primaryKey().generatedByDefaultAsIdentity()) as CreateTableBuilder<TB, C>;

@@ -15,6 +15,16 @@ export class ReadTurns {
     readonly perOrganization: number,
   ) {}
 
+  /** Runs `work` in a turn of the organization's, given back when it settles. */
+  async during<T>(orgId: number, work: () => Promise<T>): Promise<T> {
+    const giveBack = await this.take(orgId);
+    try {
+      return await work();
+    } finally {
+      giveBack();
+    }
+  }
+
   /** Resolves, once the statement may run, with the function that gives the turn back (once). */
   take(orgId: number): Promise<() => void> {
     return new Promise((resolve) => {

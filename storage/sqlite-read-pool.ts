@@ -1,20 +1,23 @@
 import { Worker } from 'node:worker_threads';
 import { CompiledQuery, type DatabaseConnection, type Driver, type QueryResult } from 'kysely';
-import { LongReadStoppedError } from './long-reads.ts';
+import { LongReadStoppedError, type ColumnBlock } from './long-reads.ts';
 import { QueryTimeoutError } from './read-only-query.ts';
 
 /** How long a read waits on a lock (a checkpoint truncating the WAL) before failing. */
 const BUSY_TIMEOUT_MS = 5000;
 
+/** A worker's answer: rows as arrays, or (asked `columnWise`) `values` by column and their `count`. */
 interface Answer {
   columns: string[];
-  rows: unknown[][];
+  rows?: unknown[][];
+  values?: unknown[][];
+  count?: number;
   changes?: number;
   error?: { message: string; code?: string };
 }
 
 interface Running {
-  resolve(result: QueryResult<unknown>): void;
+  resolve(answer: Answer): void;
   reject(err: Error): void;
   timer?: NodeJS.Timeout;
 }
@@ -60,13 +63,23 @@ class ReadWorker {
     this.thread.unref();
     this.thread.on('message', (answer: Answer) => {
       if (answer.error) this.settle(null, Object.assign(new Error(answer.error.message), { code: answer.error.code }));
-      else this.settle({ rows: answer.rows.map(rowMaker(answer.columns)), ...(answer.changes === undefined ? {} : { numAffectedRows: BigInt(answer.changes) }) });
+      else this.settle(answer);
     });
     this.thread.on('error', (err) => this.stop(err));
     this.thread.on('exit', (code) => this.stop(new Error(`the read worker ended (exit code ${code})`)));
   }
 
-  run({ sql, parameters }: CompiledQuery, timeoutMs: number | undefined): Promise<QueryResult<unknown>> {
+  async run(query: CompiledQuery, timeoutMs: number | undefined): Promise<QueryResult<unknown>> {
+    const answer = await this.ask(query, timeoutMs, false);
+    return { rows: answer.rows!.map(rowMaker(answer.columns)), ...(answer.changes === undefined ? {} : { numAffectedRows: BigInt(answer.changes) }) };
+  }
+
+  async columns(query: CompiledQuery, timeoutMs: number | undefined): Promise<ColumnBlock> {
+    const answer = await this.ask(query, timeoutMs, true);
+    return { columns: answer.columns, values: answer.values ?? answer.columns.map(() => []), rows: answer.count ?? 0 };
+  }
+
+  private ask({ sql, parameters }: CompiledQuery, timeoutMs: number | undefined, columnWise: boolean): Promise<Answer> {
     if (!this.alive) return Promise.reject(new LongReadStoppedError('the read worker was stopped'));
     return new Promise((resolve, reject) => {
       this.running = { resolve, reject };
@@ -74,7 +87,7 @@ class ReadWorker {
       if (timeoutMs !== undefined) {
         this.running.timer = setTimeout(() => this.stop(new QueryTimeoutError(`the query ran longer than ${timeoutMs} ms and was stopped`)), timeoutMs);
       }
-      this.thread.postMessage({ sql, parameters });
+      this.thread.postMessage({ sql, parameters, columnWise });
     });
   }
 
@@ -89,7 +102,7 @@ class ReadWorker {
     void this.thread.terminate();
   }
 
-  private settle(result: QueryResult<unknown> | null, err?: Error): void {
+  private settle(result: Answer | null, err?: Error): void {
     const running = this.running;
     if (!running) return;
     this.running = null;
@@ -137,6 +150,16 @@ export class SqliteReadPool {
       releaseConnection: async (connection) => this.release(workers.get(connection)!),
       destroy: async () => undefined,
     };
+  }
+
+  /** One statement answered by column, on a worker of its own (the caller holds its turn). Reads only. */
+  async columns(query: CompiledQuery, timeoutMs: number | undefined): Promise<ColumnBlock> {
+    const worker = this.acquire();
+    try {
+      return await worker.columns(query, timeoutMs);
+    } finally {
+      this.release(worker);
+    }
   }
 
   /** Stops every running statement: each fails with a LongReadStoppedError, its worker ends. */

@@ -52,8 +52,8 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
   const workers = options.readWorkers ?? LONG_READ_DEFAULTS.workers;
   const turns = new ReadTurns(workers, Math.min(workers, options.readWorkersPerOrganization ?? LONG_READ_DEFAULTS.perOrganization));
   const governed = new SqliteGovernedRunner(file, physical);
-  // Governed SQL runs in processes of their own, which open the file: a database in memory has none.
-  const withFile = <T>(work: () => Promise<T>) => (file === ':memory:' ? Promise.reject(new Error('governed SQL needs a database file, not :memory:')) : work());
+  // Governed SQL and reads by column run beside the main connection, opening the file: a database in memory has none.
+  const withFile = <T>(work: () => Promise<T>, what = 'governed SQL') => (file === ':memory:' ? Promise.reject(new Error(`${what} needs a database file, not :memory:`)) : work());
   const counterReads = new Map<string, CachedCounterRead>();
   const channels = new LocalChannels();
 
@@ -62,6 +62,8 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
     description: `sqlite:${file}`,
     dataTables: createSqliteDataTables(database),
     longReads: (orgId, readOptions) => (reads ? kyselyOver(dialect, withTurns(reads.driver(readOptions?.timeoutMs), turns, orgId)) : db),
+    longReadColumns: (orgId, query, readOptions) =>
+      withFile(() => turns.during(orgId, () => reads!.columns(query, readOptions?.timeoutMs)), 'a long read by column'),
     types: { json: 'text', timestamp: 'text', text: 'text', integer: 'integer', bigint: 'integer', boolean: 'boolean', double: 'real' },
     addIdColumn<TB extends string, C extends string>(table: CreateTableBuilder<TB, C>, name = 'id') {
       return table.addColumn(name, 'integer', (col) => col.primaryKey().autoIncrement()) as CreateTableBuilder<TB, C>;

@@ -1,6 +1,6 @@
-import type { ColumnDataType, CreateTableBuilder, Kysely, SelectQueryBuilder, Transaction } from 'kysely';
+import type { ColumnDataType, CompiledQuery, CreateTableBuilder, Kysely, SelectQueryBuilder, Transaction } from 'kysely';
 import type { DataTables } from './data-tables.ts';
-import type { LongReadOptions } from './long-reads.ts';
+import type { ColumnBlock, LongReadOptions } from './long-reads.ts';
 import type { DataColumn } from './data-tables.ts';
 import type { GovernedDescribe, GovernedWrite, ReadOnlyQuery, ReadOnlyResult } from './read-only-query.ts';
 import type { GovernedSelect } from './select-statement.ts';
@@ -126,6 +126,12 @@ export interface Storage {
    * connections are read-only); a transaction on it is one snapshot of the data.
    */
   longReads(orgId: number, options?: LongReadOptions): Kysely<any>;
+  /**
+   * One statement of `longReads` (its turn, its timeout; on SQLite in a read worker) answering its
+   * rows by column, without an object per row: far cheaper to hand on to another thread (a recipe
+   * handler's input pages). Values as `longReads` answers them.
+   */
+  longReadColumns(orgId: number, query: CompiledQuery, options?: LongReadOptions): Promise<ColumnBlock>;
   /**
    * Reads user-written SQL as the database would: exactly one read-only SELECT, and the tables it
    * reads beyond its own WITH queries; anything else is a SelectRefusedError saying why. The first,

@@ -72,8 +72,9 @@ function cellOf(storage: Storage, column: DatasetColumn, visibility: Visibility)
 /**
  * Every row of the dataset the caller may see (row policies applied, PII masked and values decoded
  * as `queryRows` does), in row order, in keyset pages of `pageSize` rows on the hidden row id, each
- * page a long read. Unlike `queryRows`, a page is not bounded in bytes: it is for code of the
- * platform reading a whole dataset, not an answer to a client. Pages come by column (`RowsBlock`).
+ * page a long read by column. Unlike `queryRows`, a page is not bounded in bytes: it is for code
+ * of the platform reading a whole dataset, not an answer to a client. Pages come by column
+ * (`RowsBlock`) as the database's reader gave them, each value decoded in place.
  */
 export async function* streamRows(storage: Storage, dataset: Dataset, visibility: Visibility, pageSize: number): AsyncGenerator<RowsBlock> {
   const columns = dataset.columns;
@@ -86,18 +87,16 @@ export async function* streamRows(storage: Storage, dataset: Dataset, visibility
     const conditions: RawBuilder<unknown>[] = visibility.scope ? [visibility.scope] : [];
     if (after !== null) conditions.push(sql`${sql.id(ROW_ID)} > ${after}`);
     const where = conditions.length ? sql`where ${sql.join(conditions, sql` and `)}` : sql``;
-    const { rows } = await sql<Record<string, unknown>>`select ${selected} from ${table} ${where} order by ${sql.id(ROW_ID)} asc limit ${pageSize}`.execute(storage.longReads(dataset.org_id));
-    if (rows.length === 0) return;
-    const values = names.map((name, i) => {
+    const query = sql`select ${selected} from ${table} ${where} order by ${sql.id(ROW_ID)} asc limit ${pageSize}`.compile(storage.db);
+    const { values: [rowIds, ...values], rows } = await storage.longReadColumns(dataset.org_id, query);
+    if (rows === 0) return;
+    for (const [i, column] of values.entries()) {
       const cell = cells[i];
-      // Filled by push, not preallocated: a holey array is copied between threads element by element, a packed one at once.
-      const column: unknown[] = [];
-      for (let r = 0; r < rows.length; r += 1) column.push(cell(rows[r][name]));
-      return column;
-    });
-    yield { columns: names, values, rows: rows.length };
-    if (rows.length < pageSize) return;
-    after = Number(rows[rows.length - 1][ROW_ID]);
+      for (let r = 0; r < rows; r += 1) column[r] = cell(column[r]);
+    }
+    yield { columns: names, values, rows };
+    if (rows < pageSize) return;
+    after = Number(rowIds[rows - 1]);
   }
 }
 

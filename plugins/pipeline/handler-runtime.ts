@@ -42,8 +42,9 @@ export interface HandlerOutput {
   columns(columns: { name: string; type: string }[]): Promise<void>;
   /**
    * One batch of rows, by column: an array of values per declared column, in their order, all of
-   * one length (a property the handler's row object lacks is undefined). The worker's `write`
-   * resolves only after this resolves (back-pressure). A rejection fails the run with that error.
+   * one length (a property the handler's row object lacks is undefined). The worker acknowledges
+   * a batch once this resolved; with `OUTPUT_CALLS_IN_FLIGHT` unacknowledged, its `write` waits
+   * (back-pressure). A rejection fails the run with that error.
    */
   write(values: unknown[][]): Promise<void>;
 }

@@ -9,6 +9,8 @@
  *    of the same rows as CSV (target ≥ 0.5), and the server's RSS during the copy;
  * 4. a `build_required` job over a chain of 50 trivial recipes: cold, with nothing changed, and
  *    after the head dataset changed.
+ * BENCH_PIPELINE_PARTS (comma-separated: group, healthz, copy, chain; default all) picks parts;
+ * healthz makes the group part's recipes, so group runs with it.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -30,6 +32,8 @@ const GROUP_RUNS = 5;
 /** Rows the handler copy reads (the 1,000,000-row dataset unless set lower). */
 const COPY_ROWS = Number(process.env.BENCH_PIPELINE_COPY_ROWS ?? LONG_READ_ROWS);
 const CHAIN = 50;
+/** Which parts run (BENCH_PIPELINE_PARTS, comma-separated, default all): group, healthz, copy, chain. */
+const PARTS = new Set((process.env.BENCH_PIPELINE_PARTS ?? 'group,healthz,copy,chain').split(',').map((part) => part.trim()));
 const POLL_MS = 20;
 const RSS_SAMPLE_MS = 200;
 
@@ -151,12 +155,12 @@ export async function benchPipeline(dialect: DialectName, kernel: PipelineKernel
     return { start_to_reading: reading - started, reading_to_computed: computed - reading, computed_to_ended: Date.parse(run.ended_at!) - computed };
   };
 
-  // 2. Each grouping as a recipe, then by hand through the storage's own connection.
+  // 2. Each grouping as a recipe, then by hand through the storage's own connection (also for part 1: its recipes).
   const grouping: Record<string, unknown> = {};
   const groupRecipes: Record<string, number> = {};
   const storage = openStorage(kernel.databaseUrl, kernel.dataDir);
   try {
-    for (const [name, { params, direct }] of Object.entries(GROUPINGS)) {
+    for (const [name, { params, direct }] of PARTS.has('group') || PARTS.has('healthz') ? Object.entries(GROUPINGS) : []) {
       const output = await call('POST', '/api/datasets', { name: `grouped_${name}`, project_id: projectId, columns: [] });
       const recipe = await call('POST', '/api/pipeline/recipes', { project_id: projectId, name: `group ${name}`, type: 'group', inputs: [big.id], outputs: [output.id], params });
       groupRecipes[name] = Number(recipe.id);
@@ -226,129 +230,143 @@ export async function benchPipeline(dialect: DialectName, kernel: PipelineKernel
     await storage.close();
   }
 
-  // 1. /healthz under light load, alone, then while group recipe runs follow each other (the
-  // load starts once the first is running; a run that ends before the load does is followed by another).
-  const lightLoad = () =>
-    autocannon({ url: `${base}/healthz`, connections: LOAD_CONNECTIONS, overallRate: LOAD_RATE_PER_S, duration: LOAD_S }).then((r) => {
-      if (r.non2xx || r.errors) throw new Error(`/healthz: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
-      return { p50_ms: r.latency.p50, p99_ms: r.latency.p99, max_ms: r.latency.max, requests: r.requests.total };
-    });
-  // Warm-up (connections, JIT), and a pause for what the runs above left behind (events, garbage).
-  await autocannon({ url: `${base}/healthz`, connections: LOAD_CONNECTIONS, overallRate: LOAD_RATE_PER_S, duration: 1 });
-  await sleep(2000);
-  const idle = await lightLoad();
-  /** The light load while runs of the recipe follow each other: it starts once the first is running. */
-  const loadDuring = async (recipeId: number) => {
-    let loading = true;
-    let loadEnded = 0;
-    const spans: [number, number][] = [];
-    const first = await start(`/api/pipeline/recipes/${recipeId}/run`);
-    await poll(first.run.id, (run) => run.status !== 'queued');
-    const loadStarted = Date.now();
-    const load = lightLoad().finally(() => {
-      loading = false;
-      loadEnded = Date.now();
-    });
-    let current = first.run.id;
-    for (;;) {
-      const { run } = await poll(current);
-      if (run.status !== 'succeeded') throw new Error(`run ${run.id} ended ${run.status}: ${JSON.stringify(run.error)}`);
-      spans.push([Date.parse(run.started_at!), Date.parse(run.ended_at!)]);
-      if (!loading) break;
-      current = (await start(`/api/pipeline/recipes/${recipeId}/run`)).run.id;
-    }
-    const loaded = await load;
-    // The share of the load's window during which a recipe was running (runs follow each other, never overlap).
-    const runningMs = spans.reduce((sum, [from, to]) => sum + Math.max(0, Math.min(to, loadEnded) - Math.max(from, loadStarted)), 0);
-    return { ...loaded, recipe_runs: spans.length, share_of_window_running: ratio(runningMs, loadEnded - loadStarted), p99_ratio_vs_idle: ratio(loaded.p99_ms, idle.p99_ms) };
-  };
-  const latency = {
-    load: { connections: LOAD_CONNECTIONS, requests_per_s: LOAD_RATE_PER_S, seconds: LOAD_S },
-    idle,
-    during_group_few_groups: await loadDuring(groupRecipes.few_groups),
-    during_group_one_group_per_row: await loadDuring(groupRecipes.one_group_per_row),
-  };
-
-  // 3. The handler copy against an upload of the same rows as CSV (exported from the dataset, not timed).
-  const source = COPY_ROWS === big.rows ? big : await createFilledDataset(dialect, kernel, token, projectId, 'copy_rows', COPY_ROWS);
-  const csv = path.join(kernel.dataDir, 'pipeline-copy-rows.csv');
-  const exported = await fetch(`${base}/api/datasets/${source.id}/export?format=csv`, { headers: { authorization: `Bearer ${token}` } });
-  if (!exported.ok || !exported.body) throw new Error(`export: ${exported.status}`);
-  await streamPipeline(Readable.fromWeb(exported.body as import('node:stream/web').ReadableStream), fs.createWriteStream(csv));
-  const uploaded = await call('POST', '/api/datasets', { name: 'uploaded_rows', project_id: projectId, columns: BENCH_COLUMNS });
-  const upload = await uploadCsv(base, token, Number(uploaded.id), csv);
-  fs.rmSync(csv);
-  if (upload.rows !== source.rows) throw new Error(`the upload loaded ${upload.rows} rows of ${source.rows}`);
-
-  const copied = await call('POST', '/api/datasets', { name: 'copied_rows', project_id: projectId, columns: [] });
-  const copyRecipe = await call('POST', '/api/pipeline/recipes', { project_id: projectId, name: 'copy', type: COPY_TYPE, inputs: [source.id], outputs: [copied.id], params: {} });
-  await sleep(1000); // let the server settle (garbage from the upload) before the baseline
-  const rssBefore = rssMb(kernel.pid);
-  const samples: { at: number; rss: number }[] = [];
-  const sampler = setInterval(() => samples.push({ at: performance.now(), rss: rssMb(kernel.pid) }), RSS_SAMPLE_MS);
-  let copy;
-  try {
-    copy = await timed(`/api/pipeline/recipes/${copyRecipe.id}/run`);
-  } finally {
-    clearInterval(sampler);
-  }
-  if (copy.run.rows_written !== source.rows) throw new Error(`the copy wrote ${copy.run.rows_written} rows of ${source.rows}`);
-  const copySeconds = copy.to_ended_at_ms / 1000;
-  const first0 = samples[0]?.at ?? 0;
-  const span = (samples.at(-1)?.at ?? 0) - first0;
-  /** Peak RSS over the samples up to `share` of the copy's time (rows stream at a steady rate: time stands for rows). */
-  const peakUpTo = (share: number) => Math.max(rssBefore, ...samples.filter((s) => s.at - first0 <= span * share).map((s) => s.rss));
-  const handlerCopy = {
-    rows: source.rows,
-    copy_to_ended_at_ms: copy.to_ended_at_ms,
-    copy_duration_ms: copy.duration_ms,
-    copy_rows_per_s: Math.round(source.rows / copySeconds),
-    upload_seconds: Math.round(upload.seconds * 100) / 100,
-    upload_rows_per_s: Math.round(upload.rows / upload.seconds),
-    ratio_copy_vs_upload: ratio(source.rows / copySeconds, upload.rows / upload.seconds),
-    server_rss_mb: {
-      before: rssBefore,
-      peak_at_25_percent_of_time: peakUpTo(0.25),
-      peak_at_50_percent_of_time: peakUpTo(0.5),
-      peak_at_100_percent_of_time: peakUpTo(1),
-      max_minus_before: peakUpTo(1) - rssBefore,
-      samples: samples.length,
-    },
-  };
-
-  // 4. A chain of CHAIN `select` recipes from a 10-row dataset, built by a build_required job.
-  const datasets: number[] = [];
-  const column = [{ name: 'n', type: 'integer' }];
-  const head = await call('POST', '/api/datasets', { name: 'chain_0', project_id: projectId, columns: column });
-  await call('POST', `/api/datasets/${head.id}/rows`, Array.from({ length: 10 }, (_, i) => ({ n: i + 1 })));
-  datasets.push(Number(head.id));
-  for (let i = 1; i <= CHAIN; i += 1) {
-    const next = await call('POST', '/api/datasets', { name: `chain_${i}`, project_id: projectId, columns: column });
-    await call('POST', '/api/pipeline/recipes', { project_id: projectId, name: `step ${i}`, type: 'select', inputs: [datasets[i - 1]], outputs: [next.id], params: { columns: [{ name: 'n' }] } });
-    datasets.push(Number(next.id));
-  }
-  const job = await call('POST', '/api/pipeline/jobs', { project_id: projectId, name: 'chain', targets: [datasets[CHAIN]], mode: 'build_required' });
-  const build = async () => {
-    const result = await timed(`/api/pipeline/jobs/${job.id}/run`);
-    const { items } = (await call('GET', `/api/pipeline/runs?parent_run_id=${result.run.id}&limit=500`)) as { items: Run[] };
-    const ran = items.filter((c) => c.status === 'succeeded');
-    const statuses: Record<string, number> = {};
-    for (const child of items) statuses[child.status] = (statuses[child.status] ?? 0) + 1;
-    const ownMs = ran.reduce((sum, c) => sum + (c.duration_ms ?? 0), 0);
+  const healthzDuringRecipe = async () => {
+    // 1. /healthz under light load, alone, then while group recipe runs follow each other (the
+    // load starts once the first is running; a run that ends before the load does is followed by another).
+    const lightLoad = () =>
+      autocannon({ url: `${base}/healthz`, connections: LOAD_CONNECTIONS, overallRate: LOAD_RATE_PER_S, duration: LOAD_S }).then((r) => {
+        if (r.non2xx || r.errors) throw new Error(`/healthz: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
+        return { p50_ms: r.latency.p50, p99_ms: r.latency.p99, max_ms: r.latency.max, requests: r.requests.total };
+      });
+    // Warm-up (connections, JIT), and a pause for what the runs above left behind (events, garbage).
+    await autocannon({ url: `${base}/healthz`, connections: LOAD_CONNECTIONS, overallRate: LOAD_RATE_PER_S, duration: 1 });
+    await sleep(2000);
+    const idle = await lightLoad();
+    /** The light load while runs of the recipe follow each other: it starts once the first is running. */
+    const loadDuring = async (recipeId: number) => {
+      let loading = true;
+      let loadEnded = 0;
+      const spans: [number, number][] = [];
+      const first = await start(`/api/pipeline/recipes/${recipeId}/run`);
+      await poll(first.run.id, (run) => run.status !== 'queued');
+      const loadStarted = Date.now();
+      const load = lightLoad().finally(() => {
+        loading = false;
+        loadEnded = Date.now();
+      });
+      let current = first.run.id;
+      for (;;) {
+        const { run } = await poll(current);
+        if (run.status !== 'succeeded') throw new Error(`run ${run.id} ended ${run.status}: ${JSON.stringify(run.error)}`);
+        spans.push([Date.parse(run.started_at!), Date.parse(run.ended_at!)]);
+        if (!loading) break;
+        current = (await start(`/api/pipeline/recipes/${recipeId}/run`)).run.id;
+      }
+      const loaded = await load;
+      // The share of the load's window during which a recipe was running (runs follow each other, never overlap).
+      const runningMs = spans.reduce((sum, [from, to]) => sum + Math.max(0, Math.min(to, loadEnded) - Math.max(from, loadStarted)), 0);
+      return { ...loaded, recipe_runs: spans.length, share_of_window_running: ratio(runningMs, loadEnded - loadStarted), p99_ratio_vs_idle: ratio(loaded.p99_ms, idle.p99_ms) };
+    };
     return {
-      to_ended_at_ms: result.to_ended_at_ms,
-      polled_ms: result.polled_ms,
-      children: statuses,
-      ms_per_recipe: Math.round((result.to_ended_at_ms / CHAIN) * 10) / 10,
-      mean_child_duration_ms: ran.length ? Math.round((ownMs / ran.length) * 10) / 10 : null,
+      load: { connections: LOAD_CONNECTIONS, requests_per_s: LOAD_RATE_PER_S, seconds: LOAD_S },
+      idle,
+      during_group_few_groups: await loadDuring(groupRecipes.few_groups),
+      during_group_one_group_per_row: await loadDuring(groupRecipes.one_group_per_row),
     };
   };
-  const cold = await build();
-  const unchanged = await build();
-  await call('POST', `/api/datasets/${head.id}/rows`, [{ n: 11 }]);
-  const headChanged = await build();
 
-  return { dialect, rows: big.rows, healthz_during_recipe: latency, group_vs_direct: grouping, handler_copy: handlerCopy, build_chain: { recipes: CHAIN, cold, unchanged, head_changed: headChanged } };
+  const copyThroughHandler = async () => {
+    // 3. The handler copy against an upload of the same rows as CSV (exported from the dataset, not timed).
+    const source = COPY_ROWS === big.rows ? big : await createFilledDataset(dialect, kernel, token, projectId, 'copy_rows', COPY_ROWS);
+    const csv = path.join(kernel.dataDir, 'pipeline-copy-rows.csv');
+    const exported = await fetch(`${base}/api/datasets/${source.id}/export?format=csv`, { headers: { authorization: `Bearer ${token}` } });
+    if (!exported.ok || !exported.body) throw new Error(`export: ${exported.status}`);
+    await streamPipeline(Readable.fromWeb(exported.body as import('node:stream/web').ReadableStream), fs.createWriteStream(csv));
+    const uploaded = await call('POST', '/api/datasets', { name: 'uploaded_rows', project_id: projectId, columns: BENCH_COLUMNS });
+    const upload = await uploadCsv(base, token, Number(uploaded.id), csv);
+    fs.rmSync(csv);
+    if (upload.rows !== source.rows) throw new Error(`the upload loaded ${upload.rows} rows of ${source.rows}`);
+
+    const copied = await call('POST', '/api/datasets', { name: 'copied_rows', project_id: projectId, columns: [] });
+    const copyRecipe = await call('POST', '/api/pipeline/recipes', { project_id: projectId, name: 'copy', type: COPY_TYPE, inputs: [source.id], outputs: [copied.id], params: {} });
+    await sleep(1000); // let the server settle (garbage from the upload) before the baseline
+    const rssBefore = rssMb(kernel.pid);
+    const samples: { at: number; rss: number }[] = [];
+    const sampler = setInterval(() => samples.push({ at: performance.now(), rss: rssMb(kernel.pid) }), RSS_SAMPLE_MS);
+    let copy;
+    try {
+      copy = await timed(`/api/pipeline/recipes/${copyRecipe.id}/run`);
+    } finally {
+      clearInterval(sampler);
+    }
+    if (copy.run.rows_written !== source.rows) throw new Error(`the copy wrote ${copy.run.rows_written} rows of ${source.rows}`);
+    const copySeconds = copy.to_ended_at_ms / 1000;
+    const first0 = samples[0]?.at ?? 0;
+    const span = (samples.at(-1)?.at ?? 0) - first0;
+    /** Peak RSS over the samples up to `share` of the copy's time (rows stream at a steady rate: time stands for rows). */
+    const peakUpTo = (share: number) => Math.max(rssBefore, ...samples.filter((s) => s.at - first0 <= span * share).map((s) => s.rss));
+    return {
+      rows: source.rows,
+      copy_to_ended_at_ms: copy.to_ended_at_ms,
+      copy_duration_ms: copy.duration_ms,
+      copy_rows_per_s: Math.round(source.rows / copySeconds),
+      upload_seconds: Math.round(upload.seconds * 100) / 100,
+      upload_rows_per_s: Math.round(upload.rows / upload.seconds),
+      ratio_copy_vs_upload: ratio(source.rows / copySeconds, upload.rows / upload.seconds),
+      server_rss_mb: {
+        before: rssBefore,
+        peak_at_25_percent_of_time: peakUpTo(0.25),
+        peak_at_50_percent_of_time: peakUpTo(0.5),
+        peak_at_100_percent_of_time: peakUpTo(1),
+        max_minus_before: peakUpTo(1) - rssBefore,
+        samples: samples.length,
+      },
+    };
+  };
+
+  const buildChain = async () => {
+    // 4. A chain of CHAIN `select` recipes from a 10-row dataset, built by a build_required job.
+    const datasets: number[] = [];
+    const column = [{ name: 'n', type: 'integer' }];
+    const head = await call('POST', '/api/datasets', { name: 'chain_0', project_id: projectId, columns: column });
+    await call('POST', `/api/datasets/${head.id}/rows`, Array.from({ length: 10 }, (_, i) => ({ n: i + 1 })));
+    datasets.push(Number(head.id));
+    for (let i = 1; i <= CHAIN; i += 1) {
+      const next = await call('POST', '/api/datasets', { name: `chain_${i}`, project_id: projectId, columns: column });
+      await call('POST', '/api/pipeline/recipes', { project_id: projectId, name: `step ${i}`, type: 'select', inputs: [datasets[i - 1]], outputs: [next.id], params: { columns: [{ name: 'n' }] } });
+      datasets.push(Number(next.id));
+    }
+    const job = await call('POST', '/api/pipeline/jobs', { project_id: projectId, name: 'chain', targets: [datasets[CHAIN]], mode: 'build_required' });
+    const build = async () => {
+      const result = await timed(`/api/pipeline/jobs/${job.id}/run`);
+      const { items } = (await call('GET', `/api/pipeline/runs?parent_run_id=${result.run.id}&limit=500`)) as { items: Run[] };
+      const ran = items.filter((c) => c.status === 'succeeded');
+      const statuses: Record<string, number> = {};
+      for (const child of items) statuses[child.status] = (statuses[child.status] ?? 0) + 1;
+      const ownMs = ran.reduce((sum, c) => sum + (c.duration_ms ?? 0), 0);
+      return {
+        to_ended_at_ms: result.to_ended_at_ms,
+        polled_ms: result.polled_ms,
+        children: statuses,
+        ms_per_recipe: Math.round((result.to_ended_at_ms / CHAIN) * 10) / 10,
+        mean_child_duration_ms: ran.length ? Math.round((ownMs / ran.length) * 10) / 10 : null,
+      };
+    };
+    const cold = await build();
+    const unchanged = await build();
+    await call('POST', `/api/datasets/${head.id}/rows`, [{ n: 11 }]);
+    const headChanged = await build();
+    return { recipes: CHAIN, cold, unchanged, head_changed: headChanged };
+  };
+
+  return {
+    dialect,
+    rows: big.rows,
+    healthz_during_recipe: PARTS.has('healthz') ? await healthzDuringRecipe() : null,
+    group_vs_direct: PARTS.has('group') ? grouping : null,
+    handler_copy: PARTS.has('copy') ? await copyThroughHandler() : null,
+    build_chain: PARTS.has('chain') ? await buildChain() : null,
+  };
 }
 
 export type PipelineFigures = Awaited<ReturnType<typeof benchPipeline>>;
@@ -359,25 +377,29 @@ type GroupFigures = { rows_out: number; recipe_to_ended_at_ms: number; recipe_du
 export function pipelineRows(figures: PipelineFigures): Record<string, { value: string | number }> {
   const { dialect, healthz_during_recipe: h, handler_copy: c, build_chain: b } = figures;
   const rows: Record<string, { value: string | number }> = {};
-  for (const [label, during] of [['few groups', h.during_group_few_groups], ['one group per row', h.during_group_one_group_per_row]] as const) {
+  for (const [label, during] of h ? ([['few groups', h.during_group_few_groups], ['one group per row', h.during_group_one_group_per_row]] as const) : []) {
     rows[`${dialect}: GET /healthz idle → during group (${label}) runs (target p99 ≤ 3× idle)`] = {
-      value: `p50 ${h.idle.p50_ms} → ${during.p50_ms} ms, p99 ${h.idle.p99_ms} → ${during.p99_ms} ms (×${during.p99_ratio_vs_idle}; ${during.recipe_runs} runs, ${Math.round((during.share_of_window_running ?? 0) * 100)}% of the window)`,
+      value: `p50 ${h!.idle.p50_ms} → ${during.p50_ms} ms, p99 ${h!.idle.p99_ms} → ${during.p99_ms} ms (×${during.p99_ratio_vs_idle}; ${during.recipe_runs} runs, ${Math.round((during.share_of_window_running ?? 0) * 100)}% of the window)`,
     };
   }
-  for (const [name, g] of Object.entries(figures.group_vs_direct) as [string, GroupFigures][]) {
+  for (const [name, g] of Object.entries(figures.group_vs_direct ?? {}) as [string, GroupFigures][]) {
     rows[`${dialect}: group (${name}, ${g.rows_out} rows out) recipe ${g.recipe_to_ended_at_ms} ms (run ${g.recipe_duration_ms} ms) vs direct ${g.direct_ms} ms (target ≥ 0.9)`] = {
       value: `${g.ratio_direct_vs_recipe} (vs run duration ${g.ratio_direct_vs_run_duration})`,
     };
   }
-  rows[`${dialect}: handler copy ${c.rows} rows ${c.copy_rows_per_s} rows/s vs CSV upload ${c.upload_rows_per_s} rows/s (target ≥ 0.5)`] = { value: c.ratio_copy_vs_upload ?? "n/a" };
-  rows[`${dialect}: server RSS during the copy: before / peak at 25%, 50%, 100% of its time (MB)`] = {
-    value: `${c.server_rss_mb.before} / ${c.server_rss_mb.peak_at_25_percent_of_time}, ${c.server_rss_mb.peak_at_50_percent_of_time}, ${c.server_rss_mb.peak_at_100_percent_of_time} (+${c.server_rss_mb.max_minus_before})`,
+  if (c) {
+    rows[`${dialect}: handler copy ${c.rows} rows ${c.copy_rows_per_s} rows/s vs CSV upload ${c.upload_rows_per_s} rows/s (target ≥ 0.5)`] = { value: c.ratio_copy_vs_upload ?? "n/a" };
+    rows[`${dialect}: server RSS during the copy: before / peak at 25%, 50%, 100% of its time (MB)`] = {
+      value: `${c.server_rss_mb.before} / ${c.server_rss_mb.peak_at_25_percent_of_time}, ${c.server_rss_mb.peak_at_50_percent_of_time}, ${c.server_rss_mb.peak_at_100_percent_of_time} (+${c.server_rss_mb.max_minus_before})`,
+    };
+  }
+  const chain = (label: string, run: NonNullable<PipelineFigures['build_chain']>['cold']) => {
+    rows[`${dialect}: build_required over ${b!.recipes} recipes, ${label} (${Object.entries(run.children).map(([s, n]) => `${n} ${s}`).join(', ')})`] = { value: `${run.to_ended_at_ms} ms, ${run.ms_per_recipe} ms per recipe` };
   };
-  const chain = (label: string, run: PipelineFigures['build_chain']['cold']) => {
-    rows[`${dialect}: build_required over ${b.recipes} recipes, ${label} (${Object.entries(run.children).map(([s, n]) => `${n} ${s}`).join(', ')})`] = { value: `${run.to_ended_at_ms} ms, ${run.ms_per_recipe} ms per recipe` };
-  };
-  chain('cold', b.cold);
-  chain('nothing changed', b.unchanged);
-  chain('head changed', b.head_changed);
+  if (b) {
+    chain('cold', b.cold);
+    chain('nothing changed', b.unchanged);
+    chain('head changed', b.head_changed);
+  }
   return rows;
 }

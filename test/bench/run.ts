@@ -43,10 +43,13 @@ async function freePort(): Promise<number> {
   });
 }
 
+/** Node flags for the processes started (BENCH_NODE_FLAGS, space-separated, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile the server). */
+const NODE_FLAGS = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+
 /** Starts `node --import tsx <args>`: one process, so its pid is the server's (for its RSS). */
 function startProcess(args: string[], env: NodeJS.ProcessEnv, readyPattern: RegExp): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', ...args], { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...NODE_FLAGS, '--import', 'tsx', ...args], { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     const timer = setTimeout(() => reject(new Error(`${args.join(' ')} did not start in 30 s`)), 30_000);
     child.stdout!.on('data', (chunk: Buffer) => {
       if (readyPattern.test(chunk.toString())) {

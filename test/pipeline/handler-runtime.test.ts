@@ -60,6 +60,20 @@ export async function zip(ctx) {
   }
 }
 
+export async function describeRows(ctx) {
+  await ctx.output.columns([{ name: 'keys', type: 'string' }, { name: 'proto', type: 'string' }, { name: 'plain', type: 'boolean' }]);
+  for await (const row of ctx.inputs[0].rows()) {
+    await ctx.output.write([{ keys: Object.keys(row).join(','), proto: String(row.__proto__), plain: Object.getPrototypeOf(row) === Object.prototype }]);
+  }
+}
+
+export async function nextAtOnce(ctx) {
+  await ctx.output.columns([{ name: 'n', type: 'integer' }]);
+  const rows = ctx.inputs[0].rows()[Symbol.asyncIterator]();
+  const results = await Promise.all(Array.from({ length: 2502 }, () => rows.next()));
+  await ctx.output.write(results.map((result) => ({ n: result.done ? -1 : result.value.n })));
+}
+
 export async function writeWithoutAwaiting(ctx) {
   await ctx.output.columns([{ name: 'n', type: 'integer' }]);
   const writes = [];
@@ -213,6 +227,25 @@ describe('runRecipeHandler', () => {
     const target = collector();
     await runRecipeHandler(handlerRun(sdkModule, 'greet', { params: { name: 'Ada' }, output: target.output }));
     expect(target.rows).toEqual([{ greeting: 'hello Ada', sdk: 'function' }]);
+  });
+
+  it('hands the handler rows with own keys only: a column named __proto__ or toString is a value like any other', async () => {
+    const input: HandlerInput = {
+      dataset: { id: 1, name: 'odd_names', columns: [{ name: '__proto__', type: 'string' }, { name: 'toString', type: 'string' }] },
+      async *pages() {
+        yield { columns: ['__proto__', 'toString'], values: [['p1', 'p2'], ['t1', 't2']], rows: 2 };
+        yield { columns: ['__proto__', 'toString'], values: [['p3'], ['t3']], rows: 1 };
+      },
+    };
+    const target = collector();
+    await runRecipeHandler(handlerRun(jsModule, 'describeRows', { inputs: [input], output: target.output }));
+    expect(target.rows).toEqual(['p1', 'p2', 'p3'].map((proto) => ({ keys: '__proto__,toString', proto, plain: true })));
+  });
+
+  it('answers calls of next made at once in order, across pages, then done', async () => {
+    const target = collector();
+    await runRecipeHandler(handlerRun(jsModule, 'nextAtOnce', { inputs: [numbers(2500).input], output: target.output }));
+    expect(target.rows.map((row) => row.n)).toEqual([...Array.from({ length: 2500 }, (_, i) => i), -1, -1]);
   });
 
   it('reads two inputs side by side', async () => {

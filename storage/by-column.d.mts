@@ -1,0 +1,1 @@
+export function byColumn(width: number, rows: unknown[][]): unknown[][];
