@@ -1,6 +1,9 @@
 import { problems } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 
+/** How long an import may hold its project before another may take it over (an instance that died mid-import). */
+const STALE_AFTER_MS = 15 * 60_000;
+
 export type ObjectKind = 'dataset' | 'recipe' | 'rule';
 
 export interface ImportSummary {
@@ -34,6 +37,26 @@ export interface ImportedObject {
 /** The imports of one organization at a time, and what each dbt resource of a project became. */
 export class ImportStore {
   constructor(private readonly storage: Storage) {}
+
+  /**
+   * Runs `work` as the project's only import running, on every instance: another one is a 409. A
+   * mark left by an instance that died mid-import is taken over after STALE_AFTER_MS.
+   */
+  async exclusively<T>(orgId: number, projectId: number, work: () => Promise<T>): Promise<T> {
+    const { db } = this.storage;
+    await db.deleteFrom('dbt_running').where('org_id', '=', orgId).where('project_id', '=', projectId).where('started_at', '<', new Date(Date.now() - STALE_AFTER_MS).toISOString()).execute();
+    try {
+      await db.insertInto('dbt_running').values({ org_id: orgId, project_id: projectId, started_at: this.storage.now() }).execute();
+    } catch (err) {
+      if (this.storage.isUniqueViolation(err)) throw problems.conflict(`another dbt import of project ${projectId} is running; try again once it ended`);
+      throw err;
+    }
+    try {
+      return await work();
+    } finally {
+      await db.deleteFrom('dbt_running').where('org_id', '=', orgId).where('project_id', '=', projectId).execute();
+    }
+  }
 
   /** What earlier imports of the project made: by kind, unique_id → id. */
   async objects(orgId: number, projectId: number): Promise<Record<ObjectKind, Map<string, number>>> {

@@ -58,13 +58,14 @@ export default definePlugin({
             201: { description: 'Imported', schema: importSchema },
             400: { description: 'The body, the manifest or the catalog is not JSON, not of their shape, or holds a NUL character (the field is named)' },
             403: { description: 'The caller lacks datasets.write or pipeline.write' },
+            409: { description: 'Another import of the project is running' },
             413: { description: 'The body is larger than DBT_MANIFEST_LIMIT' },
             422: { description: 'An unknown manifest schema version (body.manifest.metadata.dbt_schema_version), or a project that does not exist here' },
           },
           handler: async ({ orgId, principal, audit, koa }) => {
             for (const needed of ['datasets.write', 'pipeline.write']) if (!principal.capabilities.has(needed)) throw problems.forbidden(`importing a dbt project creates datasets and recipes: it needs the capability "${needed}"`);
             const request = await readImportRequest(koa, limitBytes, config.DBT_MANIFEST_LIMIT);
-            const done = await importManifest(deps, orgId, principal, audit, request);
+            const done = await store.exclusively(orgId, request.projectId, () => importManifest(deps, orgId, principal, audit, request));
             const { skipped, removed, ...counts } = done.summary;
             await audit.record({ action: 'dbt.import', targetType: 'dbt_import', targetId: done.id, details: { project_id: done.project_id, ...counts, skipped: skipped.length, removed: removed.length } });
             return reply(201, done satisfies DbtImport);

@@ -27,8 +27,17 @@ export const dbtMigrations: Record<string, Migration> = {
         .addColumn('import_id', 'integer', (c) => c.notNull())
         .addPrimaryKeyConstraint('dbt_objects_pk', ['org_id', 'project_id', 'unique_id', 'kind'])
         .execute();
+      // One import of a project at a time (its names and objects are decided from what the last one left).
+      await db.schema
+        .createTable('dbt_running')
+        .addColumn('org_id', 'integer', (c) => c.notNull().references('organizations.id').onDelete('cascade'))
+        .addColumn('project_id', 'integer', (c) => c.notNull())
+        .addColumn('started_at', types.timestamp, (c) => c.notNull())
+        .addPrimaryKeyConstraint('dbt_running_pk', ['org_id', 'project_id'])
+        .execute();
     },
     async down({ db }) {
+      await db.schema.dropTable('dbt_running').execute();
       await db.schema.dropTable('dbt_objects').execute();
       await db.schema.dropTable('dbt_imports').execute();
     },

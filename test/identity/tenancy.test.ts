@@ -34,6 +34,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     recipe: `alpha-recipe-${tag}`,
     job: `alpha-job-${tag}`,
     scenario: `alpha-scenario-${tag}`,
+    dbtProject: `alpha-dbt-${tag}`,
   };
 
   const orgA = 1;
@@ -58,6 +59,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
   let recipeA: number;
   let jobA: number;
   let runA: number;
+  // A's dbt import (of a manifest holding nothing to create: A's datasets stay the two above).
+  let importA: number;
   /** A's schedule of its job. */
   let scheduleA: number;
   /** A's scenario (never run: A's runs stay the job's). */
@@ -163,6 +166,10 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const scenario = await t.request('POST', '/api/pipeline/scenarios', { ...asA, body: { project_id: projectA, name: markers.scenario, steps: [{ type: 'build', params: { targets: [outputA] } }], triggers: [{ type: 'dataset_changed', datasets: [datasetA], debounce_s: 3600 }] } });
     expect(scenario.status, scenario.text).toBe(201);
     scenarioA = scenario.body.id;
+    const dbtManifest = { metadata: { dbt_schema_version: 'https://schemas.getdbt.com/dbt/manifest/v12.json', project_name: markers.dbtProject }, nodes: {}, sources: {} };
+    const imported = await t.request('POST', '/api/dbt/imports', { ...asA, body: { project_id: projectA, manifest: dbtManifest } });
+    expect(imported.status, imported.text).toBe(201);
+    importA = imported.body.id;
 
     // A cached profile of A's dataset, whose top values are A's rows.
     const profile = await t.request('GET', `/api/statistics/datasets/${datasetA}`, asA);
@@ -239,6 +246,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     if (m.path.startsWith('/api/pipeline/runs/')) return runA;
     if (m.path.startsWith('/api/scheduler/schedules/')) return scheduleA;
     if (m.path.startsWith('/api/pipeline/scenarios/')) return scenarioA;
+    if (m.path.startsWith('/api/dbt/imports/')) return importA;
     return undefined;
   }
 
@@ -266,6 +274,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'GET /api/pipeline/runs': `?project_id=${projectA}`,
       'GET /api/scheduler/schedules': `?project_id=${projectA}`,
       'GET /api/pipeline/scenarios': `?project_id=${projectA}`,
+      'GET /api/dbt/imports': `?project_id=${projectA}`,
     };
     return queries[`${m.route.method.toUpperCase()} ${m.path}`] ?? '';
   }
@@ -319,6 +328,11 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
 
   /** The request options of a sweep call: a body (JSON, or CSV for a streamed upload) and its headers. */
   function requestFor(m: MountedRoute, caller: { token: string; headers: Record<string, string> }) {
+    if (m.route.request?.stream?.contentTypes.includes('application/json')) {
+      // A dbt import into A's project, of a manifest that would create a dataset were the project found.
+      const manifest = { metadata: { dbt_schema_version: 'https://schemas.getdbt.com/dbt/manifest/v12.json' }, nodes: { 'seed.p.s': { unique_id: 'seed.p.s', resource_type: 'seed', name: `sweep_${tag}` } } };
+      return { ...caller, body: { project_id: projectA, manifest } };
+    }
     if (m.route.request?.stream) {
       expect(m.route.request.stream.contentTypes).toContain('text/csv');
       // The columns of A's dataset, so the upload would be accepted were the dataset found.
@@ -332,7 +346,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
    * in A's project (422: the project is not in B), a rule on A's dataset (404), SQL over A's
    * dataset by name (400: no such dataset in B).
    */
-  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422, 'POST /api/scheduler/schedules': 422, 'POST /api/pipeline/scenarios': 422 };
+  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422, 'POST /api/scheduler/schedules': 422, 'POST /api/pipeline/scenarios': 422, 'POST /api/dbt/imports': 422 };
 
   /** Everything A owns, read straight from the database: the sweep must leave it untouched. */
   async function snapshotA() {
@@ -368,8 +382,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const pipelineRuns = await db.selectFrom('pipeline_runs').select(['id', 'status', 'ended_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const scenarios = await db.selectFrom('pipeline_scenarios').select(['id', 'name', 'steps', 'triggers', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const schedules = await db.selectFrom('scheduler_schedules').select(['id', 'name', 'cron', 'enabled', 'next_run_at', 'generation', 'owner_id', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const dbtImports = await db.selectFrom('dbt_imports').select(['id', 'summary']).where('org_id', '=', orgA).orderBy('id').execute();
     const pluginSwitches = await db.selectFrom('plugin_organizations').select(['plugin_id', 'enabled', 'updated_at']).where('org_id', '=', orgA).orderBy('plugin_id').execute();
-    return { pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules, scenarios };
+    return { pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules, scenarios, dbtImports };
   }
 
   /** A's data plane is really there, so an unchanged snapshot means something. */
@@ -381,6 +396,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     expect(snapshot.jobs.map((j) => j.id)).toEqual([jobA]);
     expect(snapshot.schedules.map((s) => s.id)).toEqual([scheduleA]);
     expect(snapshot.scenarios.map((s) => s.id)).toEqual([scenarioA]);
+    expect(snapshot.dbtImports.map((i) => i.id)).toEqual([importA]);
     expect(snapshot.pipelineRuns.map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
     expect(Number(snapshot.datasets[0].row_count)).toBe(3);
     expect(snapshot.contents[datasetA]).toHaveLength(3);

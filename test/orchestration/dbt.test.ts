@@ -183,6 +183,17 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
     expect((await t.request('GET', `/api/pipeline/recipes?project_id=${project}`)).body.items).toHaveLength(2);
   });
 
+  it('runs one import of a project at a time: two at once duplicate nothing', async () => {
+    const project = await newProject();
+    const body = { project_id: project, manifest: manifest([people, model('grown', "select id from {{ ref('people') }}", ['seed.tiny.people'])]) };
+    const answers = await Promise.all([importJson(body), importJson(body)]);
+    const statuses = answers.map((a) => a.status).sort();
+    expect([[201, 201], [201, 409]], JSON.stringify(answers.map((a) => a.body))).toContainEqual(statuses);
+    if (statuses[1] === 409) expect(answers.find((a) => a.status === 409)!.body.detail).toMatch(/another dbt import of project/);
+    expect((await t.request('GET', `/api/datasets?project_id=${project}`)).body.total).toBe(2);
+    expect((await t.request('GET', `/api/pipeline/recipes?project_id=${project}`)).body.items).toHaveLength(1);
+  });
+
   it('gives colliding resources distinct names the same way every time, and adopts a seed whose data is already in the project', async () => {
     const project = await newProject();
     const existing = await t.request('POST', '/api/datasets', { body: { name: 'pets', project_id: project, columns: [{ name: 'id', type: 'integer' }] } });
