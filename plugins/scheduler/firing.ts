@@ -15,7 +15,7 @@ export interface FirePayload {
 }
 
 /** How long past its time a pending fire must be before the sweep looks at its item. */
-const OVERDUE_MS = 5_000;
+const OVERDUE_MS = 2_000;
 /** Schedules the sweep looks at per pass. */
 const SWEEP_BATCH = 500;
 

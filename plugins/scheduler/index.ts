@@ -40,7 +40,7 @@ export default definePlugin({
     const firing = new Firing(storage, store, work, targetOf);
     work.handle<FirePayload>(FIRE_WORK, (context) => firing.fire(context), { payload: z.object({ schedule_id: z.number().int(), fire_at: z.string() }), timeoutMs: FIRE_TIMEOUT_MS });
     work.handle('sweep', () => firing.sweep(), { timeoutMs: FIRE_TIMEOUT_MS });
-    work.every('sweep', { cron: '*/10 * * * * *' });
+    work.every('sweep', { cron: '*/5 * * * * *' });
 
     ctx.contribute(projectDeleteGuards, async (orgId, projectId) => {
       const count = await store.countInProject(orgId, projectId);

@@ -274,6 +274,17 @@ describe.each(DIALECTS)('scheduler (%s)', (dialect) => {
       expect(Date.parse(caughtUp.created_at)).toBeGreaterThanOrEqual(restart - 1000);
     });
 
+    it('acts as its owner narrowed to the scopes of the token that saved it: without pipeline.run each fire fails, and the schedule goes on', { timeout: 30_000 }, async () => {
+      const minted = await t.request('POST', '/api/auth/tokens', { body: { name: 'schedules only', scopes: ['scheduler.read', 'scheduler.write'] } });
+      expect(minted.status, minted.text).toBe(201);
+      const schedule = await createSchedule({ target: { job_id: await createJob() } }, minted.body.token);
+      const fires = await until(() => firesOf(schedule.id), (items) => items.filter((f) => f.outcome === 'failed').length >= 2, 10_000);
+      await pause(schedule.id);
+      expect(fires.filter((f) => f.outcome === 'failed').length).toBeGreaterThanOrEqual(2);
+      expect(fires.find((f) => f.outcome === 'failed')).toMatchObject({ run_id: null, error: 'running a job needs the capability "pipeline.run"' });
+      expect(fires.some((f) => f.outcome === 'fired')).toBe(false);
+    });
+
     it('stops firing for an owner who was deactivated: the schedule is disabled with the reason', { timeout: 40_000 }, async () => {
       const owner = await t.userToken('editor');
       const schedule = await createSchedule({ target: { job_id: await createJob() } }, owner.token);
@@ -309,5 +320,44 @@ describe.each(DIALECTS)('scheduler (%s)', (dialect) => {
         expect(runs.every((run) => run.trigger === 'schedule' && run.schedule_id === id)).toBe(true);
       }
     });
+  });
+});
+
+/** The README's schedules walkthrough, step by step, with the same requests and the ids it names. */
+describe.each(DIALECTS)("the README's schedules walkthrough (%s)", (dialect) => {
+  let t: TestKernel;
+
+  beforeAll(async () => {
+    t = await startTestKernel({ dialect, env: { WORKER_POLL_MS: '100' } });
+    // The pipeline walkthrough's project 1 and job 1 (its build here has nothing to compute).
+    expect((await t.request('POST', '/api/projects', { body: { key: 'SALES', name: 'Sales' } })).body.id).toBe(1);
+    expect((await t.request('POST', '/api/datasets', { body: { name: 'orders', project_id: 1 } })).body.id).toBe(1);
+    expect((await t.request('POST', '/api/pipeline/jobs', { body: { project_id: 1, name: 'nightly', targets: [1], mode: 'build_required' } })).body.id).toBe(1);
+  });
+  afterAll(async () => t?.stop());
+
+  it('schedules job 1, previews it across daylight saving, watches its fires and runs, pauses, resumes and deletes it', { timeout: 30_000 }, async () => {
+    const created = await t.request('POST', '/api/scheduler/schedules', { body: { project_id: 1, name: 'morning build', target: { job_id: 1 }, cron: '30 6 * * *', timezone: 'Europe/Paris', catch_up: 'run_once' } });
+    expect(created.status, created.text).toBe(201);
+    const id = created.body.id;
+    expect((await t.request('GET', `/api/scheduler/schedules/${id}`)).body).toMatchObject({ enabled: true, owner_id: 1, next_run_at: expect.any(String) });
+    const next = (await t.request('GET', `/api/scheduler/schedules/${id}/preview?count=3`)).body.times;
+    expect(next).toHaveLength(3);
+    for (const time of next) expect(time.local).toMatch(/T06:30:00\+0[12]:00$/);
+    expect((await t.request('PATCH', `/api/scheduler/schedules/${id}`, { body: { cron: '30 2 * * *', timezone: 'America/New_York' } })).status).toBe(200);
+    expect((await t.request('GET', `/api/scheduler/schedules/${id}/preview?count=2&from=2026-03-07T12:00:00Z`)).body.times).toEqual([
+      { at: '2026-03-08T07:30:00.000Z', local: '2026-03-08T03:30:00-04:00' },
+      { at: '2026-03-09T06:30:00.000Z', local: '2026-03-09T02:30:00-04:00' },
+    ]);
+    expect((await t.request('PATCH', `/api/scheduler/schedules/${id}`, { body: { cron: '*/5 * * * * *' } })).status).toBe(200);
+    const fires = await until(async () => (await t.request('GET', `/api/scheduler/schedules/${id}/fires`)).body.items as Fire[], (items) => items.some((f) => f.outcome === 'fired'), 12_000);
+    const fire = fires.find((f) => f.outcome === 'fired')!;
+    expect(new Date(fire.fire_at).getUTCSeconds() % 5).toBe(0);
+    const runs = (await t.request('GET', `/api/pipeline/runs?schedule_id=${id}`)).body.items;
+    expect(runs.map((run: { id: number }) => run.id)).toContain(fire.run_id);
+    expect(runs[0]).toMatchObject({ trigger: 'schedule', schedule_id: id, job_id: 1 });
+    expect((await t.request('POST', `/api/scheduler/schedules/${id}/pause`)).body).toMatchObject({ enabled: false, next_run_at: null });
+    expect((await t.request('POST', `/api/scheduler/schedules/${id}/resume`)).body).toMatchObject({ enabled: true, next_run_at: expect.any(String) });
+    expect((await t.request('DELETE', `/api/scheduler/schedules/${id}`)).status).toBe(204);
   });
 });
