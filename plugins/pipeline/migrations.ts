@@ -104,6 +104,8 @@ export const pipelineMigrations: Record<string, Migration> = {
         .addColumn('reporters', types.json, (c) => c.notNull())
         // The user a triggered run acts for: whoever last saved the scenario.
         .addColumn('run_as', 'integer', (c) => c.notNull())
+        // …narrowed to the scopes of the token they saved it with (null: their full permissions).
+        .addColumn('run_as_scopes', types.json)
         // Numbers each dataset_changed debounce window (the dedupe key of its trigger work).
         .addColumn('trigger_seq', 'integer', (c) => c.notNull().defaultTo(0))
         .addColumn('created_by', 'integer')

@@ -18,7 +18,8 @@ export interface Scenario {
   steps: ScenarioStep[];
   triggers: ScenarioTrigger[];
   reporters: ScenarioReporter[];
-  run_as: number;
+  /** Who triggered runs act for: the user who last saved the scenario, and the scopes of the token they saved it with (null: none). */
+  run_as: { userId: number; scopes: string[] | null };
   trigger_seq: number;
   created_at: string;
   updated_at: string;
@@ -59,23 +60,23 @@ export class ScenarioStore {
     return scenario;
   }
 
-  async create(orgId: number, fields: ScenarioFields, userId: number): Promise<Scenario> {
+  async create(orgId: number, fields: ScenarioFields, savedBy: Scenario['run_as']): Promise<Scenario> {
     const now = this.storage.now();
     const row = await this.named(fields, () =>
       this.storage.db
         .insertInto('pipeline_scenarios')
-        .values({ org_id: orgId, project_id: fields.project_id, name: fields.name, ...this.encoded(fields), run_as: userId, created_by: userId, created_at: now, updated_at: now })
+        .values({ org_id: orgId, project_id: fields.project_id, name: fields.name, ...this.encoded(fields), ...this.runAs(savedBy), created_by: savedBy.userId, created_at: now, updated_at: now })
         .returning('id')
         .executeTakeFirstOrThrow(),
     );
     return this.get(orgId, Number(row.id));
   }
 
-  async update(orgId: number, id: number, fields: ScenarioFields, userId: number): Promise<Scenario> {
+  async update(orgId: number, id: number, fields: ScenarioFields, savedBy: Scenario['run_as']): Promise<Scenario> {
     await this.named(fields, () =>
       this.storage.db
         .updateTable('pipeline_scenarios')
-        .set({ name: fields.name, ...this.encoded(fields), run_as: userId, updated_at: this.storage.now() })
+        .set({ name: fields.name, ...this.encoded(fields), ...this.runAs(savedBy), updated_at: this.storage.now() })
         .where('org_id', '=', orgId)
         .where('id', '=', id)
         .execute(),
@@ -149,6 +150,10 @@ export class ScenarioStore {
     await db.updateTable('pipeline_scenario_steps').set({ status: 'skipped', ended_at: now }).where('run_id', '=', runId).where('status', '=', 'pending').execute();
   }
 
+  private runAs(savedBy: Scenario['run_as']) {
+    return { run_as: savedBy.userId, run_as_scopes: savedBy.scopes === null ? null : this.storage.encodeJson(savedBy.scopes) };
+  }
+
   private encoded(fields: ScenarioFields) {
     return { steps: this.storage.encodeJson(fields.steps), triggers: this.storage.encodeJson(fields.triggers), reporters: this.storage.encodeJson(fields.reporters) };
   }
@@ -172,7 +177,7 @@ export class ScenarioStore {
       steps: this.storage.decodeJson<ScenarioStep[]>(row.steps),
       triggers: this.storage.decodeJson<ScenarioTrigger[]>(row.triggers),
       reporters: this.storage.decodeJson<ScenarioReporter[]>(row.reporters),
-      run_as: Number(row.run_as),
+      run_as: { userId: Number(row.run_as), scopes: row.run_as_scopes === null ? null : this.storage.decodeJson<string[]>(row.run_as_scopes) },
       trigger_seq: Number(row.trigger_seq),
       created_at: row.created_at,
       updated_at: row.updated_at,

@@ -2,17 +2,17 @@ import { z, type BackgroundWork, type DomainEvents, type UserPrincipal } from '.
 import type { Storage } from '../../storage/index.ts';
 import { DATASET_UPDATED, type DatasetUpdatedEvent } from '../datasets/public.ts';
 import type { ScenarioRunner } from './scenario-runner.ts';
-import type { ScenarioStore } from './scenario-store.ts';
+import type { Scenario, ScenarioStore } from './scenario-store.ts';
 
 const TRIGGER_WORK = 'scenario-trigger';
 
 /**
- * The user a triggered run acts for, as `work.enqueue` takes it: only the user's id is kept with
- * the work, and the kernel resolves their capabilities (and whether they may still act here) when
- * each attempt starts; nothing else of this object is read.
+ * The user a triggered run acts for, as `work.enqueue` takes it: only the user's id and scopes are
+ * kept with the work, and the kernel resolves their capabilities (and whether they may still act
+ * here) when each attempt starts; nothing else of this object is read.
  */
-function actingFor(userId: number): UserPrincipal {
-  return { kind: 'user', userId, username: '', role: '', isPlatformAdmin: false, defaultOrgId: null, capabilities: new Set(), via: 'jwt', tokenId: null, scopes: null };
+function actingFor(runAs: Scenario['run_as']): UserPrincipal {
+  return { kind: 'user', userId: runAs.userId, username: '', role: '', isPlatformAdmin: false, defaultOrgId: null, capabilities: new Set(), via: 'jwt', tokenId: null, scopes: runAs.scopes && new Set(runAs.scopes) };
 }
 
 /**

@@ -207,7 +207,7 @@ describe.each(DIALECTS)('scenarios (%s)', (dialect) => {
       const append = await t.request('POST', `/api/datasets/${orders}/data?mode=append`, { body: `id,amount,country\n${10 + i},1,IT\n`, headers: { 'content-type': 'text/csv' } });
       expect(append.status, append.text).toBe(200);
     }
-    const runs = await until(async () => (await t.request('GET', `/api/pipeline/runs?scenario_id=${id}`)).body.items, (items: unknown[]) => items.length > 0, 20_000);
+    const runs = await until(async () => (await t.request('GET', `/api/pipeline/runs?scenario_id=${id}`)).body.items, (items: { id: number }[]) => items.length > 0, 20_000);
     const done = await finished(t, runs[0].id);
     expect(done).toMatchObject({ kind: 'scenario', trigger: 'dependency', status: 'succeeded' });
     await new Promise((resolve) => setTimeout(resolve, 1500));
