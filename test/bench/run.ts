@@ -21,6 +21,7 @@ import { DIALECTS, type DialectName } from '../harness/dialects.ts';
 import { benchLongReads, longReadRows, type LongReadFigures } from './long-reads.ts';
 import { benchBackgroundWork } from './background-work.ts';
 import { benchPipeline, pipelineRows, writeCopyRecipeType, type PipelineFigures } from './pipeline.ts';
+import { benchDbt, dbtRows, type DbtFigures } from './dbt.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -33,6 +34,8 @@ const RELOAD_RUNS = 20;
 /** BENCH_PIPELINE=0 skips the pipeline figures (test/bench/pipeline.ts); BENCH_ONLY=pipeline measures only them. */
 const PIPELINE = process.env.BENCH_PIPELINE !== '0';
 const ONLY_PIPELINE = process.env.BENCH_ONLY === 'pipeline';
+/** BENCH_ONLY=dbt measures only the dbt import (test/bench/dbt.ts). */
+const ONLY_DBT = process.env.BENCH_ONLY === 'dbt';
 
 async function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -163,6 +166,16 @@ async function pipelineOnEach(work: string, manifests: string) {
   return figures;
 }
 
+/** The dbt import figures on each adapter, each printed as it ends. */
+async function dbtOnEach(work: string, manifests: string): Promise<DbtFigures[]> {
+  const figures: DbtFigures[] = [];
+  for (const dialect of DIALECTS) {
+    figures.push(await benchDbt(dialect, work, manifests));
+    console.table(dbtRows(figures.at(-1)!));
+  }
+  return figures;
+}
+
 /** A CSV of about LARGE_CSV_MB uploaded into a dataset of its own: the server's peak RSS before and after. */
 async function ingestLargeFile(base: string, jwt: string, projectId: number, work: string, bytesPerRow: number, pid: number) {
   const file = path.join(work, 'ingest-large.csv');
@@ -245,6 +258,15 @@ async function main() {
   writeManifest(manifests, { id: 'probe', router: { prefix: '/api/probe', tag: 'probe' } }, 'probe');
   const manifestCount = fs.readdirSync(manifests).length;
 
+  if (ONLY_DBT) {
+    const dbt = await dbtOnEach(work, manifests);
+    const out = path.join(REPO_ROOT, 'test/bench/results/dbt.json');
+    fs.writeFileSync(out, `${JSON.stringify({ measured_at: new Date().toISOString(), machine: { cpus: os.cpus().length, node: process.version }, dbt }, null, 2)}\n`);
+    console.log(`results written to ${path.relative(REPO_ROOT, out)}`);
+    fs.rmSync(work, { recursive: true, force: true });
+    return;
+  }
+
   if (ONLY_PIPELINE) {
     const pipeline = await pipelineOnEach(work, manifests);
     const out = path.join(REPO_ROOT, 'test/bench/results/pipeline.json');
@@ -317,6 +339,8 @@ async function main() {
 
   // Pipelines on each adapter: light requests during recipe runs, recipes against direct SQL, a handler copy, a build chain.
   const pipeline = PIPELINE ? await pipelineOnEach(work, manifests) : null;
+  // dbt import of the largest fixture manifest on each adapter.
+  const dbt = await dbtOnEach(work, manifests);
 
   // Start-up and reload, in process, on a fresh SQLite database each time.
   const startups: number[] = [];
@@ -353,6 +377,7 @@ async function main() {
     long_reads: longReads,
     background_work: backgroundWork,
     pipeline,
+    dbt,
     throughput_ratio_kernel_vs_koa: kernelRoute.median_ratio_vs_koa,
     throughput_ratio_me_jwt_vs_koa: meWithJwt.median_ratio_vs_koa,
     throughput_ratio_me_pat_vs_koa: meWithPat.median_ratio_vs_koa,
