@@ -21,7 +21,7 @@ import { DIALECTS, type DialectName } from '../harness/dialects.ts';
 import { benchLongReads, longReadRows, type LongReadFigures } from './long-reads.ts';
 import { benchBackgroundWork } from './background-work.ts';
 import { benchPipeline, pipelineRows, writeCopyRecipeType, type PipelineFigures } from './pipeline.ts';
-import { benchDbt, dbtRows, type DbtFigures } from './dbt.ts';
+import { benchScheduler, type SchedulerFigures } from './scheduler.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -34,8 +34,9 @@ const RELOAD_RUNS = 20;
 /** BENCH_PIPELINE=0 skips the pipeline figures (test/bench/pipeline.ts); BENCH_ONLY=pipeline measures only them. */
 const PIPELINE = process.env.BENCH_PIPELINE !== '0';
 const ONLY_PIPELINE = process.env.BENCH_ONLY === 'pipeline';
-/** BENCH_ONLY=dbt measures only the dbt import (test/bench/dbt.ts). */
-const ONLY_DBT = process.env.BENCH_ONLY === 'dbt';
+/** BENCH_SCHEDULER=0 skips the schedule figures (test/bench/scheduler.ts); BENCH_ONLY=scheduler measures only them. */
+const SCHEDULER = process.env.BENCH_SCHEDULER !== '0';
+const ONLY_SCHEDULER = process.env.BENCH_ONLY === 'scheduler';
 
 async function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -166,12 +167,16 @@ async function pipelineOnEach(work: string, manifests: string) {
   return figures;
 }
 
-/** The dbt import figures on each adapter, each printed as it ends. */
-async function dbtOnEach(work: string, manifests: string): Promise<DbtFigures[]> {
-  const figures: DbtFigures[] = [];
+/** Fire-to-start latency of schedules firing every second on each adapter, each printed as it ends. */
+async function schedulerOnEach(work: string, manifests: string) {
+  const figures: Partial<Record<DialectName, SchedulerFigures>> = {};
   for (const dialect of DIALECTS) {
-    figures.push(await benchDbt(dialect, work, manifests));
-    console.table(dbtRows(figures.at(-1)!));
+    const f = (figures[dialect] = await benchScheduler(dialect, work, manifests));
+    console.table({
+      [`${dialect}: ${f.schedules} schedules every second for ${f.seconds} s (${f.fires} of ${f.due} fires, ${f.missed} missed)`]: {},
+      'due -> fire started (ms)': { p50: f.fire_start_ms.p50, p99: f.fire_start_ms.p99, max: f.fire_start_ms.max },
+      'due -> run started (ms)': { p50: f.run_start_ms.p50, p99: f.run_start_ms.p99, max: f.run_start_ms.max },
+    });
   }
   return figures;
 }
@@ -258,19 +263,18 @@ async function main() {
   writeManifest(manifests, { id: 'probe', router: { prefix: '/api/probe', tag: 'probe' } }, 'probe');
   const manifestCount = fs.readdirSync(manifests).length;
 
-  if (ONLY_DBT) {
-    const dbt = await dbtOnEach(work, manifests);
-    const out = path.join(REPO_ROOT, 'test/bench/results/dbt.json');
-    fs.writeFileSync(out, `${JSON.stringify({ measured_at: new Date().toISOString(), machine: { cpus: os.cpus().length, node: process.version }, dbt }, null, 2)}\n`);
-    console.log(`results written to ${path.relative(REPO_ROOT, out)}`);
-    fs.rmSync(work, { recursive: true, force: true });
-    return;
-  }
-
   if (ONLY_PIPELINE) {
     const pipeline = await pipelineOnEach(work, manifests);
     const out = path.join(REPO_ROOT, 'test/bench/results/pipeline.json');
     fs.writeFileSync(out, `${JSON.stringify({ measured_at: new Date().toISOString(), machine: { cpus: os.cpus().length, node: process.version }, pipeline }, null, 2)}\n`);
+    console.log(`results written to ${path.relative(REPO_ROOT, out)}`);
+    fs.rmSync(work, { recursive: true, force: true });
+    return;
+  }
+  if (ONLY_SCHEDULER) {
+    const scheduler = await schedulerOnEach(work, manifests);
+    const out = path.join(REPO_ROOT, 'test/bench/results/scheduler.json');
+    fs.writeFileSync(out, `${JSON.stringify({ measured_at: new Date().toISOString(), machine: { cpus: os.cpus().length, node: process.version }, scheduler }, null, 2)}\n`);
     console.log(`results written to ${path.relative(REPO_ROOT, out)}`);
     fs.rmSync(work, { recursive: true, force: true });
     return;
@@ -339,8 +343,9 @@ async function main() {
 
   // Pipelines on each adapter: light requests during recipe runs, recipes against direct SQL, a handler copy, a build chain.
   const pipeline = PIPELINE ? await pipelineOnEach(work, manifests) : null;
-  // dbt import of the largest fixture manifest on each adapter.
-  const dbt = await dbtOnEach(work, manifests);
+
+  // Schedules on each adapter: fire-to-start latency of schedules firing every second.
+  const scheduler = SCHEDULER ? await schedulerOnEach(work, manifests) : null;
 
   // Start-up and reload, in process, on a fresh SQLite database each time.
   const startups: number[] = [];
@@ -377,7 +382,7 @@ async function main() {
     long_reads: longReads,
     background_work: backgroundWork,
     pipeline,
-    dbt,
+    scheduler,
     throughput_ratio_kernel_vs_koa: kernelRoute.median_ratio_vs_koa,
     throughput_ratio_me_jwt_vs_koa: meWithJwt.median_ratio_vs_koa,
     throughput_ratio_me_pat_vs_koa: meWithPat.median_ratio_vs_koa,

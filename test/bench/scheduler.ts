@@ -1,0 +1,95 @@
+/**
+ * Schedules on each adapter: fire-to-start latency with SCHEDULES schedules firing every second for
+ * FIRE_SECONDS s. Each fire is timed from the time it was due to when its work item started the
+ * fire (the scheduler's own delay) and to when the run it started began (`started_at` of the build
+ * run: what a user sees). Every schedule runs a job building a dataset no recipe produces, so a run
+ * is a build with nothing to do: the figures are the scheduler's and the queue's, not a recipe's.
+ */
+import path from 'node:path';
+import { loadSettings } from '../../kernel/config.ts';
+import { Kernel } from '../../kernel/kernel.ts';
+import { createLogger } from '../../kernel/logger.ts';
+import { createScratchDatabase } from '../harness/scratch-database.ts';
+
+const SCHEDULES = Number(process.env.BENCH_SCHEDULES ?? 200);
+const FIRE_SECONDS = Number(process.env.BENCH_SCHEDULE_SECONDS ?? 30);
+/** How long the runs of the last fires may take to start once the schedules are paused. */
+const SETTLE_MS = 60_000;
+
+const percentile = (values: number[], p: number) => (values.length ? [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor((values.length * p) / 100))] : null);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export interface SchedulerFigures {
+  dialect: string;
+  schedules: number;
+  seconds: number;
+  /** Fire times due in the window, fires recorded, and those recorded missed (none with run_once). */
+  due: number;
+  fires: number;
+  missed: number;
+  fire_start_ms: { p50: number | null; p99: number | null; max: number | null };
+  run_start_ms: { p50: number | null; p99: number | null; max: number | null; runs: number };
+  worker_concurrency: number;
+  worker_org_concurrency: number;
+}
+
+export async function benchScheduler(dialect: 'sqlite' | 'postgres', work: string, manifests: string): Promise<SchedulerFigures> {
+  const dir = path.join(work, `scheduler-${dialect}`);
+  const database = await createScratchDatabase(dialect, dir);
+  const settings = loadSettings({ PORT: '0', DATA_DIR: dir, DATABASE_URL: database.url, MANIFESTS_DIR: manifests, PLUGIN_WATCH: 'false', ADMIN_PASSWORD: 'bench-password', API_RATE_LIMIT_PER_SEC: '0' });
+  const kernel = new Kernel({ settings, logger: createLogger('silent'), print: () => undefined });
+  await kernel.start();
+  try {
+    const { db } = kernel.storage;
+    const admin = await db.selectFrom('users').select(['id', 'role']).orderBy('id').executeTakeFirstOrThrow();
+    const token = await kernel.issueToken(admin);
+    const api = async (method: string, route: string, body?: unknown) => {
+      const res = await fetch(`${kernel.url}${route}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+      if (res.status >= 300) throw new Error(`${method} ${route}: ${res.status} ${await res.text()}`);
+      return res.json() as Promise<Record<string, any>>;
+    };
+    const project = await api('POST', '/api/projects', { key: 'BENCH', name: 'Schedules' });
+    const dataset = await api('POST', '/api/datasets', { name: 'ticks', project_id: project.id, columns: [] });
+    const job = await api('POST', '/api/pipeline/jobs', { project_id: project.id, name: 'tick', targets: [dataset.id] });
+    const ids: number[] = [];
+    for (let i = 0; i < SCHEDULES; i++) ids.push((await api('POST', '/api/scheduler/schedules', { project_id: project.id, name: `every second ${i}`, target: { job_id: job.id }, cron: '* * * * * *', catch_up: 'run_once', enabled: false })).id);
+    // All resumed within a few milliseconds: from the next whole second, every schedule fires each second.
+    await Promise.all(ids.map((id) => api('POST', `/api/scheduler/schedules/${id}/resume`)));
+    const windowStart = new Date(Math.ceil(Date.now() / 1000) * 1000 + 1000);
+    const windowEnd = new Date(windowStart.getTime() + FIRE_SECONDS * 1000);
+    await sleep(windowEnd.getTime() - Date.now() + 2000);
+    await Promise.all(ids.map((id) => api('POST', `/api/scheduler/schedules/${id}/pause`)));
+
+    const inWindow = () =>
+      db
+        .selectFrom('scheduler_fires as f')
+        .leftJoin('pipeline_runs as r', 'r.id', 'f.run_id')
+        .select(['f.fire_at', 'f.started_at', 'f.outcome', 'r.started_at as run_started_at'])
+        .where('f.fire_at', '>=', windowStart.toISOString())
+        .where('f.fire_at', '<', windowEnd.toISOString())
+        .execute();
+    const deadline = Date.now() + SETTLE_MS;
+    let rows = await inWindow();
+    while (rows.some((r) => r.outcome === 'fired' && r.run_started_at === null) && Date.now() < deadline) {
+      await sleep(500);
+      rows = await inWindow();
+    }
+    const fireStart = rows.map((r) => Date.parse(r.started_at) - Date.parse(r.fire_at));
+    const runStart = rows.filter((r) => r.run_started_at !== null).map((r) => Date.parse(r.run_started_at) - Date.parse(r.fire_at));
+    return {
+      dialect,
+      schedules: SCHEDULES,
+      seconds: FIRE_SECONDS,
+      due: SCHEDULES * FIRE_SECONDS,
+      fires: rows.length,
+      missed: rows.filter((r) => r.outcome === 'missed').length,
+      fire_start_ms: { p50: percentile(fireStart, 50), p99: percentile(fireStart, 99), max: percentile(fireStart, 100) },
+      run_start_ms: { p50: percentile(runStart, 50), p99: percentile(runStart, 99), max: percentile(runStart, 100), runs: runStart.length },
+      worker_concurrency: settings.WORKER_CONCURRENCY,
+      worker_org_concurrency: settings.WORKER_ORG_CONCURRENCY,
+    };
+  } finally {
+    await kernel.stop();
+    await database.drop();
+  }
+}
