@@ -22,6 +22,7 @@ import { benchLongReads, longReadRows, type LongReadFigures } from './long-reads
 import { benchBackgroundWork } from './background-work.ts';
 import { benchPipeline, pipelineRows, writeCopyRecipeType, type PipelineFigures } from './pipeline.ts';
 import { benchScheduler, type SchedulerFigures } from './scheduler.ts';
+import { benchDbt, dbtRows, type DbtFigures } from './dbt.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -37,6 +38,8 @@ const ONLY_PIPELINE = process.env.BENCH_ONLY === 'pipeline';
 /** BENCH_SCHEDULER=0 skips the schedule figures (test/bench/scheduler.ts); BENCH_ONLY=scheduler measures only them. */
 const SCHEDULER = process.env.BENCH_SCHEDULER !== '0';
 const ONLY_SCHEDULER = process.env.BENCH_ONLY === 'scheduler';
+/** BENCH_ONLY=dbt measures only the dbt import (test/bench/dbt.ts). */
+const ONLY_DBT = process.env.BENCH_ONLY === 'dbt';
 
 async function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -167,6 +170,16 @@ async function pipelineOnEach(work: string, manifests: string) {
   return figures;
 }
 
+/** The dbt import figures on each adapter, each printed as it ends. */
+async function dbtOnEach(work: string, manifests: string): Promise<DbtFigures[]> {
+  const figures: DbtFigures[] = [];
+  for (const dialect of DIALECTS) {
+    figures.push(await benchDbt(dialect, work, manifests));
+    console.table(dbtRows(figures.at(-1)!));
+  }
+  return figures;
+}
+
 /** Fire-to-start latency of schedules firing every second on each adapter, each printed as it ends. */
 async function schedulerOnEach(work: string, manifests: string) {
   const figures: Partial<Record<DialectName, SchedulerFigures>> = {};
@@ -263,6 +276,15 @@ async function main() {
   writeManifest(manifests, { id: 'probe', router: { prefix: '/api/probe', tag: 'probe' } }, 'probe');
   const manifestCount = fs.readdirSync(manifests).length;
 
+  if (ONLY_DBT) {
+    const dbt = await dbtOnEach(work, manifests);
+    const out = path.join(REPO_ROOT, 'test/bench/results/dbt.json');
+    fs.writeFileSync(out, `${JSON.stringify({ measured_at: new Date().toISOString(), machine: { cpus: os.cpus().length, node: process.version }, dbt }, null, 2)}\n`);
+    console.log(`results written to ${path.relative(REPO_ROOT, out)}`);
+    fs.rmSync(work, { recursive: true, force: true });
+    return;
+  }
+
   if (ONLY_PIPELINE) {
     const pipeline = await pipelineOnEach(work, manifests);
     const out = path.join(REPO_ROOT, 'test/bench/results/pipeline.json');
@@ -346,6 +368,8 @@ async function main() {
 
   // Schedules on each adapter: fire-to-start latency of schedules firing every second.
   const scheduler = SCHEDULER ? await schedulerOnEach(work, manifests) : null;
+  // dbt import of the largest fixture manifest on each adapter.
+  const dbt = await dbtOnEach(work, manifests);
 
   // Start-up and reload, in process, on a fresh SQLite database each time.
   const startups: number[] = [];
@@ -383,6 +407,7 @@ async function main() {
     background_work: backgroundWork,
     pipeline,
     scheduler,
+    dbt,
     throughput_ratio_kernel_vs_koa: kernelRoute.median_ratio_vs_koa,
     throughput_ratio_me_jwt_vs_koa: meWithJwt.median_ratio_vs_koa,
     throughput_ratio_me_pat_vs_koa: meWithPat.median_ratio_vs_koa,
