@@ -58,6 +58,8 @@ export class Firing {
     private readonly work: BackgroundWork,
     /** The target kind of a field, if a plugin enabled in the organization contributes it. */
     private readonly targetOf: (orgId: number, field: string) => Promise<ScheduleTarget | undefined>,
+    /** Whether the scheduler serves the organization (its plugin may be disabled there). */
+    private readonly serves: (orgId: number) => boolean | Promise<boolean>,
   ) {}
 
   /**
@@ -102,6 +104,11 @@ export class Firing {
   async fire({ payload, item, orgId, principal, audit }: WorkContext<FirePayload>): Promise<unknown> {
     const schedule = orgId === null ? undefined : await this.store.find(orgId, payload.schedule_id);
     if (!schedule || schedule.pending_work_id !== item.id) return { outcome: 'superseded' };
+    // Disabled in the organization: no fire, and the chain goes on, so enabling it again resumes the schedule.
+    if (!(await this.serves(schedule.org_id))) {
+      const armed = await this.unlessSuperseded((trx) => this.arm(schedule, new Date(), item.id, trx));
+      return { outcome: armed ? 'not_served' : 'superseded' };
+    }
     const record = (outcome: 'firing' | 'missed' | 'target_missing', error: string | null, trx: Kysely<any>) =>
       this.store.recordFire({ org_id: schedule.org_id, schedule_id: schedule.id, fire_at: payload.fire_at, outcome, error }, trx);
 

@@ -37,7 +37,7 @@ export default definePlugin({
     };
 
     const store = new ScheduleStore(storage);
-    const firing = new Firing(storage, store, work, targetOf);
+    const firing = new Firing(storage, store, work, targetOf, (orgId) => enablement.isEnabled(ctx.pluginId, orgId));
     work.handle<FirePayload>(FIRE_WORK, (context) => firing.fire(context), { payload: z.object({ schedule_id: z.number().int(), fire_at: z.string() }), timeoutMs: FIRE_TIMEOUT_MS });
     work.handle('sweep', () => firing.sweep(), { timeoutMs: FIRE_TIMEOUT_MS });
     work.every('sweep', { cron: '*/5 * * * * *' });

@@ -1,3 +1,4 @@
+import type { Kysely } from 'kysely';
 import { defineRoute, identitySchemas as s, problems, reply, z, type BackgroundWork, type RouteDefinition, type UserPrincipal } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import type { ProjectCatalog } from '../projects/public.ts';
@@ -103,7 +104,7 @@ export function scheduleRoutes({ storage, store, firing, work, projects, targetO
   }
 
   /** Applies a change and arms the schedule's new generation when it is enabled; the old pending fire is cancelled. */
-  async function save(orgId: number, write: (trx: any) => Promise<{ schedule: Schedule; dropped: number | null }>): Promise<Schedule> {
+  async function save(orgId: number, write: (trx: Kysely<any>) => Promise<{ schedule: Schedule; dropped: number | null }>): Promise<Schedule> {
     let dropped: number | null = null;
     const id = await storage
       .transaction(async (trx) => {
@@ -249,7 +250,7 @@ export function scheduleRoutes({ storage, store, firing, work, projects, targetO
       path: '/schedules/{id}/preview',
       summary: 'The next fire times of a schedule',
       description:
-        'The next `count` times its cron expression names after `from` (default now), paused or not: each as a UTC instant (`at`) and as the wall clock of its time zone reads it (`local`, with the offset then). Across a daylight-saving change, a time the spring-forward day skips comes one hour later, and a time the fall-back day repeats comes once, at its first occurrence.',
+        'The next `count` times its cron expression names after `from` (default now), paused or not: each as a UTC instant (`at`) and as the wall clock of its time zone reads it (`local`, with the offset then). Across a daylight-saving change, a time the spring-forward day skips comes one hour later, and a time the fall-back day repeats comes once.',
       capability: 'scheduler.read',
       request: {
         params: idParams,

@@ -285,6 +285,22 @@ describe.each(DIALECTS)('scheduler (%s)', (dialect) => {
       expect(fires.some((f) => f.outcome === 'fired')).toBe(false);
     });
 
+    it('does not fire while the scheduler is disabled in the organization, and fires again once it is enabled', { timeout: 30_000 }, async () => {
+      const schedule = await createSchedule({ target: { job_id: await createJob() } });
+      await until(() => fired(schedule.id), (fires) => fires.length >= 1, 10_000);
+      const toggle = async (enabled: boolean) => expect((await t.request('PUT', '/api/plugins/scheduler/organizations/1', { body: { enabled } })).status).toBe(200);
+      await toggle(false);
+      const off = Date.now();
+      expect((await t.request('GET', `/api/scheduler/schedules/${schedule.id}`)).status).toBe(404);
+      await sleep(2500);
+      const on = Date.now();
+      await toggle(true);
+      const fires = await until(() => firesOf(schedule.id), (items) => items.some((f) => Date.parse(f.fire_at) > on), 10_000);
+      await pause(schedule.id);
+      expect(fires.filter((f) => Date.parse(f.fire_at) > off + 1000 && Date.parse(f.fire_at) < on)).toEqual([]);
+      expect(fires.some((f) => Date.parse(f.fire_at) > on && f.run_id !== null)).toBe(true);
+    });
+
     it('stops firing for an owner who was deactivated: the schedule is disabled with the reason', { timeout: 40_000 }, async () => {
       const owner = await t.userToken('editor');
       const schedule = await createSchedule({ target: { job_id: await createJob() } }, owner.token);
