@@ -17,8 +17,8 @@ const ON_TIME_MAX_MS = 60_000;
 
 /**
  * croner reads the expression in the zone: a wall-clock time that a spring-forward day skips fires
- * one hour later that day (02:30 → 03:30), and one that a fall-back day repeats fires once, at its
- * first occurrence — what a person in the zone expects of a daily job.
+ * one hour later that day (02:30 → 03:30), and one that a fall-back day repeats fires once — what
+ * a person in the zone expects of a daily job.
  */
 function cronOf({ cron, timezone }: Timing): Cron {
   return new Cron(cron, { timezone, paused: true });
