@@ -42,14 +42,18 @@ export default definePlugin({
         return store.create(orgId, parsed.data as NewDataset, actingUser(principal)?.userId ?? null);
       },
       describe: async (orgId, id, docs) => {
-        let changed = false;
-        const dataset = await store.update(orgId, id, (current) => {
-          const columns = current.columns.map((c) => ({ ...c, description: docs.columns?.find((d) => d.name === c.name)?.description ?? c.description }));
-          const description = docs.description === undefined ? current.description : docs.description;
-          changed = description !== current.description || columns.some((c, i) => c.description !== current.columns[i].description);
-          return { description, columns };
+        const described = (current: Dataset) => ({
+          description: docs.description === undefined ? current.description : docs.description,
+          columns: current.columns.map((c) => ({ ...c, description: docs.columns?.find((d) => d.name === c.name)?.description ?? c.description })),
         });
-        return { dataset, changed };
+        const differs = (current: Dataset) => {
+          const { description, columns } = described(current);
+          return description !== current.description || columns.some((c, i) => c.description !== current.columns[i].description);
+        };
+        // Written only when something differs: a re-import of an unchanged project leaves the dataset's updated_at alone.
+        const current = await store.get(orgId, id);
+        if (!differs(current)) return { dataset: current, changed: false };
+        return { dataset: await store.update(orgId, id, described), changed: true };
       },
       remove: async (orgId, id) => {
         await removeDataset(orgId, id);
