@@ -111,6 +111,14 @@ export function readManifest(manifest: unknown): DbtProject {
   const parsed = manifestShape.safeParse(manifest);
   if (!parsed.success) throw problems.badRequest('the manifest does not have the shape of a dbt manifest.json', fieldErrorsOf(parsed.error.issues.slice(0, 10), 'body.manifest'));
   const { metadata, nodes, sources } = parsed.data;
+  // dbt keys each node by its unique_id: one written otherwise would make two resources of one id.
+  for (const [section, entries] of [['nodes', nodes], ['sources', sources]] as const) {
+    for (const [key, n] of Object.entries(entries)) {
+      if (n.unique_id !== key) throw problems.badRequest(`the manifest's ${section} entry "${key}" has the unique_id "${n.unique_id}"`, [{ path: `body.manifest.${section}.${key}.unique_id`, message: 'must be the key of its entry' }]);
+    }
+  }
+  const clash = Object.keys(sources).find((key) => key in nodes);
+  if (clash !== undefined) throw problems.badRequest(`"${clash}" is both a node and a source`, [{ path: `body.manifest.sources.${clash}`, message: 'also a node' }]);
   const resources: DbtResource[] = [];
   const tests: DbtTest[] = [];
   const ignored: DbtProject['ignored'] = [];

@@ -298,6 +298,8 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
       ['nodes of a wrong type', { body: { project_id: project, manifest: { ...tiny, nodes: { 'seed.tiny.x': { unique_id: 7, resource_type: 'seed', name: 'x' } } } } }, 400, /^body\.manifest\.nodes\.seed\.tiny\.x\.unique_id$/],
       ['NUL in a description', { body: { project_id: project, manifest: manifest([seed('nul', { description: 'a\u0000b' })]) } }, 400, /^body\.manifest\.nodes\.seed\.tiny\.nul\.description$/],
       ['NUL in a file', form({ project_id: String(project) }, { manifest: JSON.stringify(manifest([model('m', 'select 1 -- \u0000', [])])) }), 400, /^body\.manifest\.nodes\.model\.tiny\.m\.raw_code$/],
+      ['a unique_id that is not its key', { body: { project_id: project, manifest: { ...tiny, nodes: { 'seed.tiny.a': seed('b') } } } }, 400, /^body\.manifest\.nodes\.seed\.tiny\.a\.unique_id$/],
+      ['a node that is also a source', { body: { project_id: project, manifest: manifest([seed('a')], 12, [seed('a')]) } }, 400, /^body\.manifest\.sources\.seed\.tiny\.a$/],
       ['a catalog of a wrong shape', { body: { project_id: project, manifest: tiny, catalog: { nodes: { x: { columns: 'id' } } } } }, 400, /^body\.catalog\.nodes\.x\.columns$/],
       ['a project of nobody', { body: { project_id: 999_999, manifest: tiny } }, 422, /^body\.project_id$/],
     ];
