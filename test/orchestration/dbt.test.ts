@@ -235,8 +235,15 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
       huge_range: "select 1 as x from {{ ref('people') }}{% for i in range(100000000) %} {% endfor %}",
       runaway: "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}select 1 as x from {{ ref('people') }}",
       unknown_var: "select {{ var('cutoff') }} as c from {{ ref('people') }}",
+      itself: 'select * from {{ this }}',
+      huge: `select 1 as x from {{ ref('people') }} -- ${'x'.repeat(200_000)}`,
     };
-    const models = Object.entries(hostile).map(([name, raw]) => model(name, raw, on));
+    const models = [
+      ...Object.entries(hostile).map(([name, raw]) => model(name, raw, on)),
+      // Two models reading each other.
+      model('ping', "select * from {{ ref('pong') }}", ['model.tiny.pong']),
+      model('pong', "select * from {{ ref('ping') }}", ['model.tiny.ping']),
+    ];
     const python = model('py', 'def model(dbt, session): return dbt.ref("people")', on, { language: 'python' });
     const singular = { unique_id: 'test.tiny.assert_adults', resource_type: 'test', name: 'assert_adults', package_name: 'tiny', depends_on: { nodes: ['model.tiny.ok'] }, attached_node: null };
     const generic = (name: string, kwargs: Record<string, unknown>, column: string | null) => ({
@@ -263,7 +270,7 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
     // A comment left open ends the statement on SQLite (whose wrapper closes it) and is a syntax error on Postgres.
     const openComment = dialect === 'sqlite' ? [] : ['open_comment'];
     expect(Object.keys(reasons).sort()).toEqual(
-      [...openComment, 'two_statements', 'other_org', 'physical', 'unknown_macro', 'undefined_macro', 'escape', 'computed', 'huge_range', 'runaway', 'unknown_var', 'py', 'assert_adults', 'expression_is_true__age', 'not_null__missing'].sort(),
+      [...openComment, 'two_statements', 'other_org', 'physical', 'unknown_macro', 'undefined_macro', 'escape', 'computed', 'huge_range', 'runaway', 'unknown_var', 'itself', 'huge', 'ping', 'pong', 'py', 'assert_adults', 'expression_is_true__age', 'not_null__missing'].sort(),
     );
     expect(res.body.summary).toMatchObject({ recipes_created: 3 - openComment.length, rules_created: 3 });
     expect(reasons.escape).toMatch(/attribute "constructor" is not rendered/);
@@ -273,6 +280,9 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
     expect(reasons.huge_range).toMatch(/range\(\) of more than/);
     expect(reasons.runaway).toMatch(/longer than 5 s|too much memory/);
     expect(reasons.unknown_var).toMatch(/var\('cutoff'\)/);
+    expect(reasons.itself).toMatch(/not an input of the recipe|refused/);
+    expect(reasons.huge).toMatch(/longer than 100000 characters/);
+    expect([reasons.ping, reasons.pong].sort().join(' | ')).toMatch(/depends on model\.tiny\.p[io]ng, which (was skipped|is not imported)/);
     expect(reasons.py).toMatch(/python model is not imported/);
     expect(reasons.assert_adults).toMatch(/singular test/);
     expect(reasons.expression_is_true__age).toMatch(/dbt_utils\.expression_is_true test has no matching rule type/);
