@@ -23,6 +23,7 @@ import { benchBackgroundWork } from './background-work.ts';
 import { benchPipeline, pipelineRows, writeCopyRecipeType, type PipelineFigures } from './pipeline.ts';
 import { benchScheduler, type SchedulerFigures } from './scheduler.ts';
 import { benchDbt, dbtRows, type DbtFigures } from './dbt.ts';
+import { benchScenario, type ScenarioFigures } from './scenario.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -40,6 +41,8 @@ const SCHEDULER = process.env.BENCH_SCHEDULER !== '0';
 const ONLY_SCHEDULER = process.env.BENCH_ONLY === 'scheduler';
 /** BENCH_ONLY=dbt measures only the dbt import (test/bench/dbt.ts). */
 const ONLY_DBT = process.env.BENCH_ONLY === 'dbt';
+/** BENCH_ONLY=scenario measures only a scenario's overhead per step (test/bench/scenario.ts). */
+const ONLY_SCENARIO = process.env.BENCH_ONLY === 'scenario';
 
 async function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -180,6 +183,17 @@ async function dbtOnEach(work: string, manifests: string): Promise<DbtFigures[]>
   return figures;
 }
 
+/** A 20-step scenario's overhead per step on each adapter, each printed as it ends. */
+async function scenarioOnEach(work: string, manifests: string): Promise<ScenarioFigures[]> {
+  const figures: ScenarioFigures[] = [];
+  for (const dialect of DIALECTS) {
+    const f = await benchScenario(dialect, work, manifests);
+    figures.push(f);
+    console.table({ [`${dialect}: scenario of sql_check steps (median of ${f.repeats})`]: { '1 step (ms)': f.one_step_ms, '20 steps (ms)': f.twenty_steps_ms, 'per step (ms)': f.per_step_ms, 'POST /api/sql alone (ms)': f.sql_query_ms } });
+  }
+  return figures;
+}
+
 /** Fire-to-start latency of schedules firing every second on each adapter, each printed as it ends. */
 async function schedulerOnEach(work: string, manifests: string) {
   const figures: Partial<Record<DialectName, SchedulerFigures>> = {};
@@ -293,6 +307,14 @@ async function main() {
     fs.rmSync(work, { recursive: true, force: true });
     return;
   }
+  if (ONLY_SCENARIO) {
+    const scenario = await scenarioOnEach(work, manifests);
+    const out = path.join(REPO_ROOT, 'test/bench/results/scenario.json');
+    fs.writeFileSync(out, `${JSON.stringify({ measured_at: new Date().toISOString(), machine: { cpus: os.cpus().length, node: process.version }, scenario }, null, 2)}\n`);
+    console.log(`results written to ${path.relative(REPO_ROOT, out)}`);
+    fs.rmSync(work, { recursive: true, force: true });
+    return;
+  }
   if (ONLY_SCHEDULER) {
     const scheduler = await schedulerOnEach(work, manifests);
     const out = path.join(REPO_ROOT, 'test/bench/results/scheduler.json');
@@ -368,6 +390,8 @@ async function main() {
 
   // Schedules on each adapter: fire-to-start latency of schedules firing every second.
   const scheduler = SCHEDULER ? await schedulerOnEach(work, manifests) : null;
+  // A 20-step scenario's overhead per step on each adapter.
+  const scenario = await scenarioOnEach(work, manifests);
   // dbt import of the largest fixture manifest on each adapter.
   const dbt = await dbtOnEach(work, manifests);
 
@@ -407,6 +431,7 @@ async function main() {
     background_work: backgroundWork,
     pipeline,
     scheduler,
+    scenario,
     dbt,
     throughput_ratio_kernel_vs_koa: kernelRoute.median_ratio_vs_koa,
     throughput_ratio_me_jwt_vs_koa: meWithJwt.median_ratio_vs_koa,
