@@ -93,6 +93,10 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
     expect(started.status, started.text).toBe(202);
     const run = await finished(t, started.body.run.id, 60_000);
     expect(run.status, JSON.stringify(run)).toBe('succeeded');
+    // Lineage follows from the recipes: customers ← stg_* ← the seeds.
+    const upstream = await t.request('GET', `/api/lineage/datasets/${customers.id}?direction=upstream&depth=5`);
+    expect(upstream.status, upstream.text).toBe(200);
+    for (const name of ['stg_customers', 'stg_orders', 'stg_payments', 'raw_customers', 'raw_orders', 'raw_payments']) expect(upstream.text).toContain(`"${name}"`);
     // jaffle_shop's own counts: 100 customers, 99 orders.
     expect((await t.request('GET', `/api/datasets/${customers.id}`)).body.row_count).toBe(100);
     expect((await t.request('GET', `/api/datasets/${orders.id}`)).body.row_count).toBe(99);
