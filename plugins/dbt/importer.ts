@@ -96,18 +96,29 @@ async function undoImport(deps: ImporterDeps, orgId: number, principal: Principa
 
 type SkipFn = (uniqueId: string, err: unknown) => void;
 
-/** Declared columns of a seed, snapshot or source, when every column's type is known (catalog.json, `data_type`, a seed's `column_types`); else none, and its first upload gives them. */
-function declaredColumns(resource: DbtResource, types: Map<string, string> | undefined) {
+/**
+ * The columns a seed, snapshot or source is declared with: catalog.json's, when given for it (every
+ * column the warehouse has, in its order; a name the warehouse folded to upper case, as Snowflake
+ * does, lower-cased as Postgres folds it, unless the manifest spells it), else the manifest's when
+ * every type is known (`data_type`, a seed's `column_types`); else none, and its first upload gives
+ * them. A model's columns are what its recipe writes.
+ */
+function declaredColumns(resource: DbtResource, catalogTypes: Map<string, string> | undefined) {
   if (resource.resourceType === 'model') return [];
-  const typed = new Map([...(types ?? [])].map(([name, type]) => [name.toLowerCase(), type]));
-  const named = resource.columns.length ? resource.columns.map((c) => c.name) : [...new Set([...(types?.keys() ?? []), ...Object.keys(resource.columnTypes)])];
+  const documented = new Map(resource.columns.map((c) => [c.name.toLowerCase(), c]));
+  if (catalogTypes?.size) {
+    return [...catalogTypes].map(([name, type]) => {
+      const own = documented.get(name.toLowerCase());
+      return { name: own?.name ?? (name === name.toUpperCase() ? name.toLowerCase() : name), type: platformType(type), description: own?.description || null };
+    });
+  }
+  const named = resource.columns.length ? resource.columns.map((c) => c.name) : Object.keys(resource.columnTypes);
   const columns = named.map((name) => {
-    const own = resource.columns.find((c) => c.name === name);
-    const type = typed.get(name.toLowerCase()) ?? own?.dataType ?? resource.columnTypes[name];
-    return { name, type: type ? platformType(type) : null, description: own?.description || null };
+    const type = documented.get(name.toLowerCase())?.dataType ?? resource.columnTypes[name];
+    return { name, type: type ? platformType(type) : null, description: documented.get(name.toLowerCase())?.description || null };
   });
   if (columns.length === 0 || columns.some((c) => c.type === null)) return [];
-  return columns.map((c) => ({ name: c.name, type: c.type!, description: c.description }));
+  return columns.map((c) => ({ ...c, type: c.type! }));
 }
 
 async function importDatasets(

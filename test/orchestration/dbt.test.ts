@@ -169,6 +169,26 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
 
   const people = seed('people', { config: { column_types: { id: 'integer', name: 'varchar(20)', age: 'int' } } });
 
+  it('takes catalog.json as a file of the form too: a source gets its typed columns and descriptions', async () => {
+    const project = await newProject();
+    const source = { unique_id: 'source.tiny.crm.leads', resource_type: 'source', name: 'leads', source_name: 'crm', identifier: 'LEADS', package_name: 'tiny', description: 'Leads from the CRM', columns: { id: { name: 'id', description: 'The lead' } } };
+    const catalog = { nodes: {}, sources: { 'source.tiny.crm.leads': { columns: { ID: { name: 'ID', type: 'BIGINT' }, SCORE: { name: 'SCORE', type: 'DOUBLE PRECISION' }, SEEN: { name: 'SEEN', type: 'timestamp with time zone' } } } } };
+    const res = await t.request('POST', '/api/dbt/imports', form({ project_id: String(project) }, { manifest: JSON.stringify(manifest([], 8, [source])), catalog: JSON.stringify(catalog) }));
+    expect(res.status, res.text).toBe(201);
+    expect(res.body.schema_version).toBe(8);
+    const leads = (await t.request('GET', `/api/datasets?project_id=${project}`)).body.items[0];
+    expect(leads).toMatchObject({ name: 'leads', description: 'Leads from the CRM' });
+    // Every column of the catalog, typed; upper-case names (a warehouse folding them so) lower-cased; the manifest's descriptions.
+    expect(leads.columns).toEqual([
+      { name: 'id', type: 'integer', pii: false, description: 'The lead' },
+      { name: 'score', type: 'number', pii: false, description: null },
+      { name: 'seen', type: 'timestamp', pii: false, description: null },
+    ]);
+    const truncated = await t.request('POST', '/api/dbt/imports', form({ project_id: String(project) }, { manifest: JSON.stringify(manifest([], 8, [source])), catalog: '{"nodes": {' }));
+    expect(truncated.status, truncated.text).toBe(400);
+    expect(truncated.body.errors[0].path).toBe('body.catalog');
+  });
+
   it('imports again by unique_id: nothing duplicated, a changed model updates its recipe, a model gone is reported', async () => {
     const project = await newProject();
     const a = model('grown', "select id, name from {{ ref('people') }} where age >= 18", ['seed.tiny.people']);
