@@ -130,6 +130,10 @@ export const createPostgresDataTables = (pool: pg.Pool, claims: PostgresTableCla
   async drop(db, orgId, table) {
     await underNamespaceLock(db, orgId, (trx) => sql`drop table if exists ${sql.id(schema(orgId), table)}`.execute(trx));
   },
+  // A catalog change on Postgres (the files go at commit): cheap wherever it runs.
+  async discard(db, orgId, table) {
+    await this.drop(db, orgId, table);
+  },
   async rename(db, orgId, from, to) {
     await underNamespaceLock(db, orgId, (trx) => sql`alter table ${sql.id(schema(orgId), from)} rename to ${sql.id(to)}`.execute(trx));
   },

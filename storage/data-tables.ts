@@ -24,6 +24,13 @@ export interface DataTables {
   ensureNamespace(db: Kysely<any>, orgId: number): Promise<void>;
   create(db: Kysely<any>, orgId: number, table: string, columns: DataColumn[]): Promise<void>;
   drop(db: Kysely<any>, orgId: number, table: string): Promise<void>;
+  /**
+   * Drops a table nothing refers to any more (a dataset's replaced rows, an appended staging
+   * table), outside any transaction (`db` is the storage's). SQLite frees a dropped table's pages
+   * one by one, tens of ms for a million rows: there it is done by a connection of another process,
+   * never on the event loop.
+   */
+  discard(db: Kysely<any>, orgId: number, table: string): Promise<void>;
   /** Renames `from` to `to` within the organization's namespace. */
   rename(db: Kysely<any>, orgId: number, from: string, to: string): Promise<void>;
   /**

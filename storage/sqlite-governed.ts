@@ -19,6 +19,8 @@ import {
   type ReadOnlyResult,
 } from './read-only-query.ts';
 
+/** How long dropping a table may take (waiting for a process included). */
+const DROP_TIMEOUT_MS = 120_000;
 /** Statements running at once of each kind (reads, writes), each in a process of its own. */
 const PROCESSES = 2;
 /** Statements of one organization waiting or running at once; past it a new one is refused. */
@@ -120,6 +122,14 @@ export class SqliteGovernedRunner {
     });
   }
 
+  /**
+   * Drops a table of the organization's (its physical name) in a write process: a big table's
+   * pages are freed there, not on the event loop. Waits its turn like a statement.
+   */
+  async drop(orgId: number, physicalName: string): Promise<void> {
+    await this.submit({ orgId, timeoutMs: DROP_TIMEOUT_MS }, 'write', { drop: physicalName });
+  }
+
   /** Stops every statement, running or waiting: each fails, their processes are killed. */
   cancelRunning(): void {
     const reason = new GovernedSqlUnavailableError('the query was stopped: the platform is shutting down');
@@ -152,7 +162,7 @@ export class SqliteGovernedRunner {
   }
 
   /** Queues a statement for a process of `kind`; it fails past its time limit, or when `signal` aborts. */
-  private submit(query: GovernedDescribe, kind: Kind, message: Record<string, unknown>, signal?: AbortSignal): Promise<Answer> {
+  private submit(query: Pick<GovernedDescribe, 'orgId' | 'timeoutMs'>, kind: Kind, message: Record<string, unknown>, signal?: AbortSignal): Promise<Answer> {
     if (this.closed) return Promise.reject(new GovernedSqlUnavailableError('the platform is shutting down'));
     if (signal?.aborted) return Promise.reject(abortReason(signal));
     const pending = (this.waiting.get(query.orgId)?.length ?? 0) + this.processes.filter((p) => p.job?.orgId === query.orgId).length;

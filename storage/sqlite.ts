@@ -60,7 +60,8 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
   return {
     db,
     description: `sqlite:${file}`,
-    dataTables: createSqliteDataTables(database),
+    // Dropped in a write process, when there is a file another connection can open.
+    dataTables: createSqliteDataTables(database, (orgId, name) => (file === ':memory:' ? sql`drop table if exists ${sql.id(name)}`.execute(db).then(() => undefined) : governed.drop(orgId, name))),
     longReads: (orgId, readOptions) => (reads ? kyselyOver(dialect, withTurns(reads.driver(readOptions?.timeoutMs), turns, orgId)) : db),
     longReadColumns: (orgId, query, readOptions) =>
       withFile(() => turns.during(orgId, () => reads!.columns(query, readOptions?.timeoutMs)), 'a long read by column'),

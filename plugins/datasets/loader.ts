@@ -7,9 +7,13 @@ import { DATASET_UPDATED, type DatasetUpdatedEvent } from './public.ts';
 
 export type LoadMode = 'append' | 'replace';
 
-/** A staging table is its dataset's table name, this suffix and 8 hex digits. */
+/**
+ * A staging table is its dataset's table name, this suffix and 8 hex digits; so is a table whose
+ * rows a swap replaced, until it is dropped (one a crash left behind is dropped as abandoned).
+ */
 const STAGING_SUFFIX = '_load_';
 const STAGING_TABLE = /^.+_load_[0-9a-f]{8}$/;
+const stagingName = (table: string) => `${table}${STAGING_SUFFIX}${crypto.randomBytes(4).toString('hex')}`;
 
 /**
  * The new columns, keeping the PII flag and description of those the dataset already had; a column
@@ -83,15 +87,19 @@ export class DatasetLoader {
 
   private async staged(targets: StagedTarget[], mode: LoadMode, fill: (staging: string[]) => Promise<number[]>): Promise<{ dataset: Dataset; rows: number }[]> {
     const { dataTables, db } = this.storage;
-    const staging = targets.map(({ dataset }) => `${dataset.table_name}${STAGING_SUFFIX}${crypto.randomBytes(4).toString('hex')}`);
+    const staging = targets.map(({ dataset }) => stagingName(dataset.table_name));
     // Claimed for the load's whole life: another instance starting meanwhile does not take them for orphans.
     const releases = await Promise.all(targets.map(({ dataset }, i) => dataTables.claim(dataset.org_id, staging[i])));
     try {
       for (const [i, { dataset, columns }] of targets.entries()) await dataTables.create(db, dataset.org_id, staging[i], columns);
       const rows = await fill(staging);
-      await this.storage.transaction(async (trx) => {
-        for (const [i, target] of targets.entries()) await this.swapIn(trx, target, staging[i], rows[i], mode);
+      const unused = await this.storage.transaction(async (trx) => {
+        const tables: string[] = [];
+        for (const [i, target] of targets.entries()) tables.push(await this.swapIn(trx, target, staging[i], rows[i], mode));
+        return tables;
       });
+      // Dropped once committed, outside the transaction (see DataTables.discard); one that fails is dropped as abandoned at the next start.
+      for (const [i, table] of unused.entries()) await dataTables.discard(db, targets[i].dataset.org_id, table).catch(() => undefined);
       return await Promise.all(targets.map(async ({ dataset }, i) => ({ dataset: await this.store.get(dataset.org_id, dataset.id), rows: rows[i] })));
     } catch (err) {
       await Promise.all(targets.map(({ dataset }, i) => dataTables.drop(db, dataset.org_id, staging[i]).catch(() => undefined)));
@@ -101,20 +109,23 @@ export class DatasetLoader {
     }
   }
 
-  private async swapIn(trx: Transaction<any>, { dataset, columns }: StagedTarget, staging: string, loaded: number, mode: LoadMode): Promise<void> {
+  /** Swaps or appends the staged rows in; answers the table left unused (the replaced one, or the appended staging table). */
+  private async swapIn(trx: Transaction<any>, { dataset, columns }: StagedTarget, staging: string, loaded: number, mode: LoadMode): Promise<string> {
     const { dataTables } = this.storage;
     const orgId = dataset.org_id;
     // A dataset without columns yet takes the staged table whole, whatever the mode.
     const swap = mode === 'replace' || dataset.columns.length === 0;
     // Descriptions and PII flags as they are now: someone may have changed them while the rows were staged.
     const current = swap ? await this.currentColumns(trx, dataset.id) : [];
+    let unused = staging;
     if (swap) {
-      await dataTables.drop(trx, orgId, dataset.table_name);
+      // Renamed aside rather than dropped here: dropping a big table is slow on SQLite.
+      unused = stagingName(dataset.table_name);
+      await dataTables.rename(trx, orgId, dataset.table_name, unused);
       await dataTables.rename(trx, orgId, staging, dataset.table_name);
     } else {
       const names = sql.join(columns.map((c) => sql.id(c.name)));
       await sql`insert into ${dataTables.ref(orgId, dataset.table_name)} (${names}) select ${names} from ${dataTables.ref(orgId, staging)} order by ${sql.id(ROW_ID)}`.execute(trx);
-      await dataTables.drop(trx, orgId, staging);
     }
     const updated = await trx
       .updateTable('datasets')
@@ -129,6 +140,7 @@ export class DatasetLoader {
       .executeTakeFirstOrThrow();
     const payload: DatasetUpdatedEvent = { dataset_id: dataset.id, name: dataset.name, version: Number(updated.version), row_count: Number(updated.row_count), mode };
     await this.events.publish({ type: DATASET_UPDATED, orgId, payload }, trx);
+    return unused;
   }
 
   private async currentColumns(trx: Transaction<any>, datasetId: number): Promise<DatasetColumn[]> {

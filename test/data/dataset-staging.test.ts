@@ -1,7 +1,7 @@
 import http from 'node:http';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DIALECTS, startTestKernel, type TestKernel } from '../harness/index.ts';
+import { DIALECTS, startTestKernel, until, type TestKernel } from '../harness/index.ts';
 
 // An upload stages its rows in a table of its own (`<table>_load_<8 hex>`); a process killed
 // mid-upload (SIGKILL, OOM) leaves that table behind. Start-up drops those no live load claims.
@@ -24,6 +24,20 @@ describe.each(DIALECTS)('staging tables of uploads cut short (%s)', (dialect) =>
         : await sql<{ name: string }>`select substr(name, length('org_1__') + 1) as name from sqlite_master where type = 'table' and name like 'org\_1\_\_%\_load\_%' escape '\\'`.execute(db);
     return rows.map((r) => r.name).sort();
   }
+
+  it('leaves no table behind a replace or an append: the replaced rows\u2019 table and the staging table are dropped once the swap committed', async () => {
+    const project = await t.request('POST', '/api/projects', { body: { key: 'SWAP', name: 'Swaps' } });
+    const created = await t.request('POST', '/api/datasets', { body: { name: 'swapped', project_id: project.body.id, columns: [{ name: 'n', type: 'integer' }] } });
+    const id = created.body.id as number;
+    const before = await stagingTables();
+    const upload = (csv: string, mode: string) => t.request('POST', `/api/datasets/${id}/data?mode=${mode}`, { body: csv, headers: { 'content-type': 'text/csv' } });
+    expect((await upload(`n\n${Array.from({ length: 3000 }, (_, i) => i).join('\n')}\n`, 'replace')).status).toBe(200);
+    expect((await upload('n\n1\n2\n', 'replace')).status).toBe(200);
+    expect((await upload('n\n3\n', 'append')).status).toBe(200);
+    // The drop follows the answer (on SQLite in another process): it is there within moments.
+    expect(await until(stagingTables, (tables) => tables.length === before.length)).toEqual(before);
+    expect((await t.request('GET', `/api/datasets/${id}/rows?limit=10`)).body.rows.map((r: { n: number }) => r.n)).toEqual([1, 2, 3]);
+  });
 
   it('start-up drops a killed upload\u2019s staging table, keeps a live upload\u2019s, and leaves the dataset intact', async () => {
     const project = await t.request('POST', '/api/projects', { body: { key: 'STAGE', name: 'Staging' } });

@@ -79,6 +79,19 @@ describe.each(DIALECTS)('governed writes and descriptions (%s)', (dialect) => {
     ]);
   });
 
+  it('writes a result of many chunks (SQLite copies it 25 000 rows per transaction) whole and in order', async () => {
+    const columns: DataColumn[] = [
+      { name: 'n', type: 'integer' },
+      { name: 'label', type: 'string' },
+    ];
+    const into = await target(columns);
+    const numbers = `with recursive c(n) as (select 1 union all select n + 1 from c where n < 60001) select n, 'row ' || n as label from c, orders where orders.id = 1`;
+    expect(await write(numbers, into, columns)).toEqual({ rows: 60_001 });
+    const table = storage.dataTables.ref(orgId, into);
+    const { rows } = await sql<{ n: number; first: number; last: number; ordered: number }>`select count(*) as n, min(n) as first, max(n) as last, sum(case when n = ${sql.id('_row_id')} then 1 else 0 end) as ordered from ${table}`.execute(storage.db);
+    expect(rows.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, Number(v)])))).toEqual([{ n: 60_001, first: 1, last: 60_001, ordered: 60_001 }]);
+  });
+
   it('takes result columns by position: duplicated names and parameters work', async () => {
     const columns: DataColumn[] = [
       { name: 'a', type: 'integer' },
