@@ -56,11 +56,26 @@ async function freePort(): Promise<number> {
 /** Node flags for the processes started (BENCH_NODE_FLAGS, space-separated, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile the server). */
 const NODE_FLAGS = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean);
 
+/** The processes the bench itself stopped (any other end is reported). */
+const stopped = new WeakSet<ChildProcess>();
+function stopProcess(child: ChildProcess): void {
+  stopped.add(child);
+  child.kill('SIGTERM');
+}
+
 /** Starts `node --import tsx <args>`: one process, so its pid is the server's (for its RSS). */
 function startProcess(args: string[], env: NodeJS.ProcessEnv, readyPattern: RegExp): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [...NODE_FLAGS, '--import', 'tsx', ...args], { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     const timer = setTimeout(() => reject(new Error(`${args.join(' ')} did not start in 30 s`)), 30_000);
+    // The end of what it printed, shown should it end on its own (a crash mid-bench).
+    let tail = '';
+    const keep = (chunk: Buffer) => (tail = (tail + chunk.toString()).slice(-4000));
+    child.stdout!.on('data', keep);
+    child.stderr!.on('data', keep);
+    child.once('exit', (code, signal) => {
+      if (!stopped.has(child)) console.error(`${args.join(' ')} ended (code ${code}, signal ${signal}); its output ended with:\n${tail}`);
+    });
     child.stdout!.on('data', (chunk: Buffer) => {
       if (readyPattern.test(chunk.toString())) {
         clearTimeout(timer);
@@ -118,7 +133,7 @@ async function ingestOnPostgres(work: string, csv: string, manifests: string) {
       server_peak_rss_mb: peakRssMb(server.pid!),
     };
   } finally {
-    server.kill('SIGTERM');
+    stopProcess(server);
     await new Promise((resolve) => setTimeout(resolve, 500));
     await database.drop();
   }
@@ -134,7 +149,7 @@ async function longReadsOn(dialect: DialectName, work: string, manifests: string
     const base = `http://127.0.0.1:${port}`;
     return await benchLongReads(dialect, { base, databaseUrl: database.url }, (await credentials(base)).jwt);
   } finally {
-    server.kill('SIGTERM');
+    stopProcess(server);
     await new Promise((resolve) => setTimeout(resolve, 500));
     await database.drop();
   }
@@ -156,7 +171,7 @@ async function pipelineOn(dialect: DialectName, work: string, manifests: string)
     const base = `http://127.0.0.1:${port}`;
     return await benchPipeline(dialect, { base, databaseUrl: database.url, pid: server.pid!, dataDir }, (await credentials(base)).jwt);
   } finally {
-    server.kill('SIGTERM');
+    stopProcess(server);
     await new Promise((resolve) => setTimeout(resolve, 500));
     await database.drop();
   }
@@ -370,8 +385,8 @@ async function main() {
     sqlQuery = await sqlAggregate(base, jwt, path.join(work, 'data-load', 'platform.db'), `org_1__ds_${dataset.id}`);
     if (LARGE_CSV_MB > 0) largeIngest = await ingestLargeFile(base, jwt, Number(project.id), work, csvBytes / INGEST_ROWS, kernelProcess.pid!);
   } finally {
-    koa.kill('SIGTERM');
-    kernelProcess.kill('SIGTERM');
+    stopProcess(koa);
+    stopProcess(kernelProcess);
   }
 
   // The same ingest on Postgres, against COPY FROM STDIN, when a server is at hand.
