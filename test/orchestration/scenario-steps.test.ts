@@ -12,7 +12,8 @@ function writeFixture(root: string) {
   fs.writeFileSync(path.join(root, 'package.json'), JSON.stringify({ type: 'module' }));
   fs.writeFileSync(
     path.join(root, 'index.ts'),
-    `import { definePlugin } from 'data-platform/plugin-api';
+    `import fs from 'node:fs';
+import { definePlugin } from 'data-platform/plugin-api';
 import { recipeType, recipeTypes, stepType, stepTypes } from 'data-platform/plugins/pipeline';
 
 export default definePlugin({
@@ -33,6 +34,16 @@ export default definePlugin({
       id: 'boom',
       params: { type: 'object' },
       run: async () => { throw new Error('the fixture step blew up'); },
+    }));
+    // Hangs the first time (leaving a mark), succeeds when run again: a step cut short by its instance stopping.
+    ctx.contribute(stepTypes, stepType<{ mark: string }>({
+      id: 'second_time',
+      params: { type: 'object', properties: { mark: { type: 'string' } }, required: ['mark'] },
+      run: async (context) => {
+        if (fs.existsSync(context.params.mark)) return { status: 'succeeded', output: { resumed: true } };
+        fs.writeFileSync(context.params.mark, 'started');
+        return new Promise((_resolve, reject) => context.signal.addEventListener('abort', () => reject(context.signal.reason)));
+      },
     }));
     ctx.contribute(recipeTypes, recipeType({ id: 'endless', handler: 'handlers:endless', params: { type: 'object' } }));
   },
@@ -59,7 +70,7 @@ describe.each(DIALECTS)('scenario step types (%s)', (dialect) => {
     expect(res.status, res.text).toBe(202);
     return res.body.run.id as number;
   };
-  const statuses = (run: { steps: { status: string }[] }) => run.steps.map((s) => s.status);
+  const statuses = (run: Record<string, any>) => run.steps.map((s: { status: string }) => s.status);
 
   beforeAll(async () => {
     writeFixture(folder.dir);
@@ -182,11 +193,34 @@ describe.each(DIALECTS)('scenario step types (%s)', (dialect) => {
     expect(checks.steps[2].output.drift[0]).toMatchObject({ status: 'additive', changes: [{ column: 'extra', change: 'added', severity: 'additive' }], impact: null });
   });
 
+  it('resumes at the step that was running when its instance stopped, on another instance, without running the steps before it again', async () => {
+    // Stopping, it hands its running work back after SHUTDOWN_TIMEOUT_MS (an instance that died instead: after its lease).
+    const k = await startTestKernel({ dialect, manifestDirs: [path.join(REPO_ROOT, 'manifests'), folder.dir], env: { SHUTDOWN_TIMEOUT_MS: '500' } });
+    try {
+      const projectK = (await k.request('POST', '/api/projects', { body: { key: 'RES', name: 'Resume' } })).body.id;
+      const created = await k.request('POST', '/api/pipeline/scenarios', {
+        body: { project_id: projectK, name: 'resumable', steps: [{ type: 'echo', params: { word: 'one' } }, { type: 'second_time', params: { mark: path.join(folder.dir, `mark-${dialect}`) } }, { type: 'echo', params: { word: 'two' } }] },
+      });
+      const runId = (await k.request('POST', `/api/pipeline/scenarios/${created.body.id}/run`)).body.run.id;
+      const before = await until(async () => (await k.request('GET', `/api/pipeline/runs/${runId}`)).body, (r) => r.steps[1].status === 'running');
+      // Another instance, started once the step runs on the first: it takes the work over.
+      const peer = await k.peer();
+      await k.kernel.stop();
+      const run = await until(async () => (await peer.request('GET', `/api/pipeline/runs/${runId}`)).body, (r) => ['succeeded', 'failed'].includes(r.status), 90_000);
+      expect(run.status, JSON.stringify(run)).toBe('succeeded');
+      expect(run.steps.map((s: { status: string }) => s.status)).toEqual(['succeeded', 'succeeded', 'succeeded']);
+      expect(run.steps[0]).toEqual(before.steps[0]);
+      expect(run.steps[1].output).toEqual({ resumed: true });
+    } finally {
+      await k.stop().catch(() => undefined);
+    }
+  }, 150_000);
+
   it('a schedule targets a scenario: its fires start runs with trigger schedule and the schedule id', async () => {
     const id = await scenario('every second', [{ type: 'echo', params: { word: 'tick' } }]);
     const schedule = await t.request('POST', '/api/scheduler/schedules', { body: { project_id: project, name: 'ticks', target: { scenario_id: id }, cron: '* * * * * *' } });
     expect(schedule.status, schedule.text).toBe(201);
-    const [run] = await until(async () => (await t.request('GET', `/api/pipeline/runs?kind=scenario&scenario_id=${id}`)).body.items, (items: unknown[]) => items.length > 0, 20_000);
+    const [run] = await until(async () => (await t.request('GET', `/api/pipeline/runs?kind=scenario&scenario_id=${id}`)).body.items, (items: { id: number }[]) => items.length > 0, 20_000);
     expect(run).toMatchObject({ kind: 'scenario', scenario_id: id, trigger: 'schedule', schedule_id: schedule.body.id });
     expect((await t.request('GET', `/api/pipeline/runs?schedule_id=${schedule.body.id}`)).body.items.every((r: { scenario_id: number }) => r.scenario_id === id)).toBe(true);
     expect((await t.request('DELETE', `/api/scheduler/schedules/${schedule.body.id}`)).status).toBe(204);
