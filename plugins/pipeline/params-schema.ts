@@ -5,12 +5,17 @@ import type { FieldError } from '../../kernel/plugin-api.ts';
 export type ParamsCheck = (params: unknown, location: string) => FieldError[];
 
 /**
+ * One instance for every contribution's schema (making an instance compiles the meta-schemas: tens
+ * of ms each, which start-up paid per type): a compiled schema is not kept under its `$id`, so
+ * schemas of different plugins may reuse one without clashing.
+ */
+const ajv = new Ajv2020({ allErrors: true, addUsedSchema: false });
+
+/**
  * Compiles the JSON Schema of a contribution's parameters (a recipe type's, a step type's) with
  * ajv, draft 2020-12, all errors. `what` names the contribution in the error an invalid schema throws.
  */
 export function compileParams(what: string, schema: Record<string, unknown>): ParamsCheck {
-  // An instance per schema: schemas of different plugins may reuse an `$id` without clashing.
-  const ajv = new Ajv2020({ allErrors: true });
   let validate: ReturnType<Ajv2020['compile']>;
   try {
     validate = ajv.compile(schema);
