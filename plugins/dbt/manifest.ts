@@ -86,6 +86,8 @@ const manifestShape = z.looseObject({
   metadata: z.looseObject({ dbt_schema_version: text, dbt_version: text.nullish(), project_name: text.nullish() }),
   nodes: z.record(z.string(), node),
   sources: z.record(z.string(), node).default({}),
+  /** v12: unit tests (fixtures of given rows and expected rows), which no rule type checks. */
+  unit_tests: z.record(z.string(), z.unknown()).default({}),
 });
 
 /** `https://schemas.getdbt.com/dbt/manifest/v12.json` → 12; anything else → null. */
@@ -154,6 +156,10 @@ export function readManifest(manifest: unknown): DbtProject {
     } else {
       ignored.push({ unique_id: n.unique_id, reason: `a ${n.resource_type} is not imported (models, seeds, snapshots and sources are)` });
     }
+  }
+  for (const id of Object.keys(parsed.data.unit_tests)) ignored.push({ unique_id: id, reason: 'a unit test is not imported: no rule type checks given rows against expected rows' });
+  for (const snapshot of resources.filter((r) => r.resourceType === 'snapshot')) {
+    ignored.push({ unique_id: snapshot.uniqueId, reason: 'a snapshot becomes a dataset without a recipe: the history it keeps is dbt\'s (load its data)' });
   }
   resources.sort((a, b) => (a.uniqueId < b.uniqueId ? -1 : a.uniqueId > b.uniqueId ? 1 : 0));
   tests.sort((a, b) => (a.uniqueId < b.uniqueId ? -1 : 1));

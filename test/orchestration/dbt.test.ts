@@ -288,13 +288,15 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
       generic('expression_is_true__age', { expression: 'age > 0' }, null),
       generic('not_null__missing', { column_name: 'missing' }, 'missing'),
     ];
-    const res = await importJson({ project_id: project, manifest: manifest([people, ...models, python, ...tests]) });
+    const snapshot = { unique_id: 'snapshot.tiny.people_history', resource_type: 'snapshot', name: 'people_history', package_name: 'tiny', alias: 'people_history', raw_code: '{% snapshot people_history %}select * from {{ ref("people") }}{% endsnapshot %}', columns: {} };
+    const unitTests = { 'unit_test.tiny.ok.adults_only': { name: 'adults_only', model: 'ok' } };
+    const res = await importJson({ project_id: project, manifest: { ...manifest([people, ...models, python, snapshot, ...tests]), unit_tests: unitTests } });
     expect(res.status, res.text).toBe(201);
     const reasons: Record<string, string> = Object.fromEntries(res.body.summary.skipped.map((s: { unique_id: string; reason: string }) => [s.unique_id.split('.').at(-1), s.reason]));
     // A comment left open ends the statement on SQLite (whose wrapper closes it) and is a syntax error on Postgres.
     const openComment = dialect === 'sqlite' ? [] : ['open_comment'];
     expect(Object.keys(reasons).sort()).toEqual(
-      [...openComment, 'two_statements', 'other_org', 'physical', 'unknown_macro', 'undefined_macro', 'escape', 'computed', 'huge_range', 'runaway', 'unknown_var', 'itself', 'huge', 'ping', 'pong', 'py', 'assert_adults', 'expression_is_true__age', 'not_null__missing'].sort(),
+      [...openComment, 'two_statements', 'other_org', 'physical', 'unknown_macro', 'undefined_macro', 'escape', 'computed', 'huge_range', 'runaway', 'unknown_var', 'itself', 'huge', 'ping', 'pong', 'py', 'people_history', 'adults_only', 'assert_adults', 'expression_is_true__age', 'not_null__missing'].sort(),
     );
     expect(res.body.summary).toMatchObject({ recipes_created: 3 - openComment.length, rules_created: 3 });
     expect(reasons.escape).toMatch(/attribute "constructor" is not rendered/);
@@ -307,6 +309,8 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
     expect(reasons.itself).toMatch(/not an input of the recipe|refused/);
     expect(reasons.huge).toMatch(/longer than 100000 characters/);
     expect([reasons.ping, reasons.pong].sort().join(' | ')).toMatch(/depends on model\.tiny\.p[io]ng, which (was skipped|is not imported)/);
+    expect(reasons.people_history).toMatch(/snapshot becomes a dataset without a recipe/);
+    expect(reasons.adults_only).toMatch(/unit test is not imported/);
     expect(reasons.py).toMatch(/python model is not imported/);
     expect(reasons.assert_adults).toMatch(/singular test/);
     expect(reasons.expression_is_true__age).toMatch(/dbt_utils\.expression_is_true test has no matching rule type/);
