@@ -1,8 +1,7 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS, startTestKernel, until, type TestKernel } from '../harness/index.ts';
 import { finished } from '../pipeline/pipeline-helpers.ts';
+import { startWebhookReceiver } from './webhook-receiver.ts';
 
 /**
  * The README's scenario walkthrough, with the same requests and the ids it names, after the data
@@ -11,19 +10,11 @@ import { finished } from '../pipeline/pipeline-helpers.ts';
  */
 describe.each(DIALECTS)("the README's scenario walkthrough (%s)", (dialect) => {
   let t: TestKernel;
-  const received: { message: string; metadata: Record<string, any> }[] = [];
-  const receiver = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      received.push(JSON.parse(Buffer.concat(chunks).toString('utf8')));
-      res.end('{}');
-    });
-  });
+  let receiver: Awaited<ReturnType<typeof startWebhookReceiver>>;
   const post = (path: string, body?: unknown) => t.request('POST', path, body === undefined ? {} : { body });
 
   beforeAll(async () => {
-    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    receiver = await startWebhookReceiver();
     t = await startTestKernel({ dialect, env: { OUTBOUND_ALLOWED_HOSTS: '127.0.0.1' } });
     expect((await post('/api/projects', { key: 'SALES', name: 'Sales' })).body.id).toBe(1);
     expect((await post('/api/datasets', { name: 'orders', project_id: 1 })).body.id).toBe(1);
@@ -38,13 +29,13 @@ describe.each(DIALECTS)("the README's scenario walkthrough (%s)", (dialect) => {
   });
   afterAll(async () => {
     await t?.stop();
-    await new Promise<void>((resolve) => receiver.close(() => resolve()));
+    await receiver?.close();
   });
 
   it('gates the nightly build on drift and reports the failure to the webhook', async () => {
     expect((await t.request('GET', '/api/pipeline/step-types')).body.items.length).toBeGreaterThanOrEqual(7);
     expect((await post('/api/datasets/2/contract')).status).toBe(201);
-    const hook = await post('/api/connectors', { name: 'alerts', type: 'workflow_webhook', config: { webhook_url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/flows` } });
+    const hook = await post('/api/connectors', { name: 'alerts', type: 'workflow_webhook', config: { webhook_url: receiver.url } });
     expect(hook.status, hook.text).toBe(201);
     const scenario = await post('/api/pipeline/scenarios', {
       project_id: 1,
@@ -74,7 +65,7 @@ describe.each(DIALECTS)("the README's scenario walkthrough (%s)", (dialect) => {
     expect(drift.impact.datasets.map((d: { dataset: string; columns: string[] }) => `${d.dataset}.${d.columns.join(',')}`)).toEqual(['country_totals.total', 'top_countries.total']);
     expect(drift.impact.consumers).toEqual([expect.objectContaining({ kind: 'job', name: 'nightly' })]);
     expect((await t.request('GET', '/api/datasets/3')).body.version).toBe(totalsBefore);
-    const report = await until(async () => received.find((m) => m.metadata.run_id === second.id), (m) => m !== undefined);
+    const report = await until(async () => receiver.received.find((m) => m.metadata.run_id === second.id), (m) => m !== undefined);
     expect(report!.metadata).toMatchObject({ scenario: 'gated nightly', status: 'failed', failed_step: 'drift gate' });
     expect((await t.request('GET', `/api/pipeline/runs?kind=scenario&scenario_id=${scenario.body.id}`)).body.items).toHaveLength(2);
 

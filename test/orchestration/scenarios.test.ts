@@ -1,28 +1,11 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS, startTestKernel, until, type TestKernel } from '../harness/index.ts';
 import { createRecipe, emptyDataset, finished, loadDataset } from '../pipeline/pipeline-helpers.ts';
-
-/** A workflow webhook on loopback: records each message it receives. */
-async function startReceiver() {
-  const received: { message: string; metadata: Record<string, any> }[] = [];
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      received.push(JSON.parse(Buffer.concat(chunks).toString('utf8')));
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end('{"ok":true}');
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, received, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
-}
+import { startWebhookReceiver } from './webhook-receiver.ts';
 
 describe.each(DIALECTS)('scenarios (%s)', (dialect) => {
   let t: TestKernel;
-  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  let receiver: Awaited<ReturnType<typeof startWebhookReceiver>>;
   let project: number;
   let orders: number;
   let paid: number;
@@ -43,7 +26,7 @@ describe.each(DIALECTS)('scenarios (%s)', (dialect) => {
   };
 
   beforeAll(async () => {
-    receiver = await startReceiver();
+    receiver = await startWebhookReceiver();
     t = await startTestKernel({ dialect, env: { OUTBOUND_ALLOWED_HOSTS: '127.0.0.1' } });
     project = (await t.request('POST', '/api/projects', { body: { key: 'SCN', name: 'Scenarios' } })).body.id;
     orders = await loadDataset(t, project, 'orders', ['id:integer', 'amount:number', 'country:string'], ['1,10,FR', '2,20,FR', '3,5,DE']);
