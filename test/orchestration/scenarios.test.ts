@@ -184,6 +184,21 @@ describe.each(DIALECTS)('scenarios (%s)', (dialect) => {
     expect((await t.request('GET', `/api/pipeline/runs/${done.id}`)).body.steps).toHaveLength(1);
   });
 
+  it('says api for a run started with a personal access token, and keeps a project holding a scenario from being deleted', async () => {
+    const other = (await t.request('POST', '/api/projects', { body: { key: 'SCN2', name: 'Scenarios only' } })).body.id;
+    const res = await t.request('POST', '/api/pipeline/scenarios', { body: { project_id: other, name: 'alone', steps: [{ type: 'sql_check', params: { query: 'select 1', expect: 'non_empty' } }] } });
+    const minted = await t.request('POST', '/api/auth/tokens', { body: { name: 'scenario runner' } });
+    expect(minted.status, minted.text).toBe(201);
+    const started = await t.request('POST', `/api/pipeline/scenarios/${res.body.id}/run`, { token: minted.body.token });
+    expect(started.body.run).toMatchObject({ kind: 'scenario', trigger: 'api' });
+    await finished(t, started.body.run.id);
+    const refused = await t.request('DELETE', `/api/projects/${other}`);
+    expect(refused.status).toBe(409);
+    expect(refused.body.detail).toMatch(/1 scenario/);
+    expect((await t.request('DELETE', `/api/pipeline/scenarios/${res.body.id}`)).status).toBe(204);
+    expect((await t.request('DELETE', `/api/projects/${other}`)).status).toBe(204);
+  });
+
   it('starts one run for a burst of changes to a watched dataset, after the debounce', async () => {
     const id = await scenario({ name: 'on change', steps: [{ type: 'sql_check', params: { query: 'select 1', expect: 'non_empty' } }], triggers: [{ type: 'dataset_changed', datasets: [orders], debounce_s: 1 }] });
     for (let i = 0; i < 3; i++) {
