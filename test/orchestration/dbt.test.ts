@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS, startTestKernel, type TestKernel } from '../harness/index.ts';
 import { finished } from '../pipeline/pipeline-helpers.ts';
@@ -211,6 +212,37 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
     expect(fourth.body.summary.removed.map((r: { unique_id: string; kind: string }) => `${r.kind}:${r.unique_id}`).sort()).toEqual(['dataset:model.tiny.grown_names', 'recipe:model.tiny.grown_names']);
     // Reported, left as they are.
     expect((await t.request('GET', `/api/pipeline/recipes?project_id=${project}`)).body.items).toHaveLength(2);
+  });
+
+  it('undoes what an import made when a fault stops it halfway (not a refusal): no dataset or recipe of it stays, a changed recipe is put back', async () => {
+    const project = await newProject();
+    const grown = model('grown', "select id, name from {{ ref('people') }}", ['seed.tiny.people']);
+    expect((await importJson({ project_id: project, manifest: manifest([people, grown]) })).status).toBe(201);
+    const before = { datasets: (await t.request('GET', `/api/datasets?project_id=${project}`)).body.items, recipes: (await t.request('GET', `/api/pipeline/recipes?project_id=${project}`)).body.items };
+    // The fault: the database refuses to record the import, after its datasets and recipes were made.
+    const { db } = t.kernel.storage;
+    if (dialect === 'postgres') {
+      await sql`create function dbt_test_fault() returns trigger language plpgsql as $$ begin raise exception 'injected fault'; end $$`.execute(db);
+      await sql`create trigger dbt_test_fault before insert on dbt_imports for each row execute function dbt_test_fault()`.execute(db);
+    } else {
+      await sql`create trigger dbt_test_fault before insert on dbt_imports begin select raise(abort, 'injected fault'); end`.execute(db);
+    }
+    const changed = model('grown', "select id, upper(name) as name from {{ ref('people') }}", ['seed.tiny.people']);
+    const extra = model('extra', "select id from {{ ref('grown') }}", ['model.tiny.grown']);
+    try {
+      const failed = await importJson({ project_id: project, manifest: manifest([people, changed, extra, seed('more', { config: { column_types: { id: 'integer' } } })]) });
+      expect(failed.status, failed.text).toBe(500);
+    } finally {
+      await sql`drop trigger dbt_test_fault${dialect === 'postgres' ? sql` on dbt_imports` : sql``}`.execute(db);
+      if (dialect === 'postgres') await sql`drop function dbt_test_fault()`.execute(db);
+    }
+    expect((await t.request('GET', `/api/datasets?project_id=${project}`)).body.items.map((d: { id: number; name: string }) => [d.id, d.name])).toEqual(before.datasets.map((d: { id: number; name: string }) => [d.id, d.name]));
+    const recipes = (await t.request('GET', `/api/pipeline/recipes?project_id=${project}`)).body.items;
+    expect(recipes.map((r: { id: number; params: unknown }) => [r.id, r.params])).toEqual(before.recipes.map((r: { id: number; params: unknown }) => [r.id, r.params]));
+    expect((await t.request('GET', `/api/dbt/imports?project_id=${project}`)).body.items).toHaveLength(1);
+    // The project's record of what it made is intact: the same import, fault gone, changes and adds once.
+    const retried = await importJson({ project_id: project, manifest: manifest([people, changed, extra, seed('more', { config: { column_types: { id: 'integer' } } })]) });
+    expect(retried.body.summary).toMatchObject({ datasets_created: 2, recipes_created: 1, recipes_updated: 1, skipped: [] });
   });
 
   it('runs one import of a project at a time: two at once duplicate nothing', async () => {
