@@ -236,6 +236,10 @@ export default definePlugin({
         const rule = await rules.get(orgId, ruleId);
         return runnersRun(await runner.run(rule, await catalog.get(orgId, rule.dataset_id), principal, audit));
       },
+      async remove(orgId, ruleId, audit) {
+        await rules.remove(orgId, ruleId);
+        await audit.record({ action: 'dq.rule.delete', targetType: 'dq_rule', targetId: ruleId });
+      },
     };
     ctx.provideService(qualityRules, service);
     const base = { security: 'bearer', orgScoped: true } as const;
@@ -317,8 +321,7 @@ export default definePlugin({
           request: { params: idParams },
           responses: { 204: { description: 'Deleted' } },
           handler: async ({ params, orgId, audit }) => {
-            await rules.remove(orgId, params.id);
-            await audit.record({ action: 'dq.rule.delete', targetType: 'dq_rule', targetId: params.id });
+            await service.remove(orgId, params.id, audit);
             return reply(204);
           },
         }),

@@ -45,6 +45,8 @@ export interface QualityRules {
    * scope, recorded in the rule's history, answered in full; 404 for a rule not in the organization.
    */
   run(orgId: number, ruleId: number, principal: Principal, audit: RequestAudit): Promise<QualityRuleRun>;
+  /** Deletes a rule and its history as DELETE /api/data-quality/rules/{id} does (404 for a rule not in the organization); audited through `audit`. */
+  remove(orgId: number, ruleId: number, audit: RequestAudit): Promise<void>;
 }
 
 export const qualityRules = pluginServiceRef<QualityRules>('data_quality_rules.rules');

@@ -41,6 +41,7 @@ interface Undo {
   datasets: number[];
   recipes: number[];
   updatedRecipes: RecipeRecord[];
+  rules: number[];
 }
 
 /**
@@ -57,14 +58,14 @@ export async function importManifest(deps: ImporterDeps, orgId: number, principa
   const previous = await deps.store.objects(orgId, request.projectId);
   const summary: ImportSummary = { datasets_created: 0, datasets_updated: 0, recipes_created: 0, recipes_updated: 0, lineage_edges: 0, rules_created: 0, skipped: [...project.ignored], removed: [] };
   const objects: ImportedObject[] = [];
-  const undo: Undo = { datasets: [], recipes: [], updatedRecipes: [] };
+  const undo: Undo = { datasets: [], recipes: [], updatedRecipes: [], rules: [] };
   const skip = (uniqueId: string, err: unknown) => summary.skipped.push({ unique_id: uniqueId, reason: reasonOf(err) });
   try {
     const datasets = await importDatasets(deps, orgId, principal, request.projectId, project.resources, columnTypes, previous.dataset, summary, undo, skip);
     for (const [uniqueId, dataset] of datasets) objects.push({ unique_id: uniqueId, kind: 'dataset', ref_id: dataset.id });
     const recipes = await importModels(deps, orgId, principal, request.projectId, project.resources, datasets, previous.recipe, summary, undo, skip);
     for (const [uniqueId, recipe] of recipes) objects.push({ unique_id: uniqueId, kind: 'recipe', ref_id: recipe.id });
-    const rules = await importTests(deps, orgId, principal, audit, project.tests, datasets, previous.rule, summary, skip);
+    const rules = await importTests(deps, orgId, principal, audit, project.tests, datasets, previous.rule, summary, undo, skip);
     for (const [uniqueId, ruleId] of rules) objects.push({ unique_id: uniqueId, kind: 'rule', ref_id: ruleId });
     // What earlier imports made from resources the manifest no longer has: reported once, left as they are.
     const present = new Set([...project.resources.map((r) => r.uniqueId), ...project.tests.map((t) => t.uniqueId)]);
@@ -78,17 +79,17 @@ export async function importManifest(deps: ImporterDeps, orgId: number, principa
     }
     return await deps.store.save(orgId, { project_id: request.projectId, schema_version: project.schemaVersion, dbt_version: project.dbtVersion, dbt_project: project.projectName, summary, created_by: 'userId' in principal ? principal.userId : null }, objects);
   } catch (err) {
-    await undoImport(deps, orgId, principal, undo);
+    await undoImport(deps, orgId, principal, audit, undo);
     throw err;
   }
 }
 
 /** Removes what the import created and puts back the recipes it changed (best effort: each step on its own). */
-async function undoImport(deps: ImporterDeps, orgId: number, principal: Principal, undo: Undo): Promise<void> {
+async function undoImport(deps: ImporterDeps, orgId: number, principal: Principal, audit: RequestAudit, undo: Undo): Promise<void> {
   const steps = [
+    ...undo.rules.map((id) => () => deps.rules.remove(orgId, id, audit)),
     ...undo.recipes.reverse().map((id) => () => deps.recipes.remove(orgId, id)),
     ...undo.updatedRecipes.map((r) => () => deps.recipes.update(orgId, r.id, { name: r.name, type: r.type, inputs: r.inputs, outputs: r.outputs, params: r.params }, principal)),
-    // A dataset's rules go with it (datasets.deleted).
     ...undo.datasets.reverse().map((id) => () => deps.catalog.remove(orgId, id)),
   ];
   for (const step of steps) await step().catch((err) => deps.logger.warn({ err }, 'undoing part of a failed dbt import failed'));
@@ -300,6 +301,7 @@ async function importTests(
   datasets: Map<string, DatasetInfo>,
   previous: Map<string, number>,
   summary: ImportSummary,
+  undo: Undo,
   skip: SkipFn,
 ): Promise<Map<string, number>> {
   const result = new Map<string, number>();
@@ -312,6 +314,7 @@ async function importTests(
       const dataset = test.attachedNode ? datasets.get(test.attachedNode) : undefined;
       if (!dataset) throw new Skip(`it tests ${test.attachedNode ?? 'nothing known'}, which is not imported`);
       const made = await deps.rules.create(orgId, principal, { dataset_id: dataset.id, ...ruleFor(test, datasets) }, audit);
+      undo.rules.push(made.id);
       result.set(test.uniqueId, made.id);
       summary.rules_created++;
     } catch (err) {

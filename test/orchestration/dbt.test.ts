@@ -229,8 +229,11 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
     }
     const changed = model('grown', "select id, upper(name) as name from {{ ref('people') }}", ['seed.tiny.people']);
     const extra = model('extra', "select id from {{ ref('grown') }}", ['model.tiny.grown']);
+    // A test on the seed, whose dataset was there before: its new rule must go too.
+    const notNull = { unique_id: 'test.tiny.not_null_people_id', resource_type: 'test', name: 'not_null_people_id', package_name: 'tiny', column_name: 'id', attached_node: 'seed.tiny.people', test_metadata: { name: 'not_null', kwargs: { column_name: 'id' } } };
+    const peopleId = before.datasets.find((d: { name: string }) => d.name === 'people').id;
     try {
-      const failed = await importJson({ project_id: project, manifest: manifest([people, changed, extra, seed('more', { config: { column_types: { id: 'integer' } } })]) });
+      const failed = await importJson({ project_id: project, manifest: manifest([people, changed, extra, seed('more', { config: { column_types: { id: 'integer' } } }), notNull]) });
       expect(failed.status, failed.text).toBe(500);
     } finally {
       await sql`drop trigger dbt_test_fault${dialect === 'postgres' ? sql` on dbt_imports` : sql``}`.execute(db);
@@ -240,6 +243,7 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
     const recipes = (await t.request('GET', `/api/pipeline/recipes?project_id=${project}`)).body.items;
     expect(recipes.map((r: { id: number; params: unknown }) => [r.id, r.params])).toEqual(before.recipes.map((r: { id: number; params: unknown }) => [r.id, r.params]));
     expect((await t.request('GET', `/api/dbt/imports?project_id=${project}`)).body.items).toHaveLength(1);
+    expect((await t.request('GET', `/api/data-quality/rules?dataset_id=${peopleId}`)).body).toEqual([]);
     // The project's record of what it made is intact: the same import, fault gone, changes and adds once.
     const retried = await importJson({ project_id: project, manifest: manifest([people, changed, extra, seed('more', { config: { column_types: { id: 'integer' } } })]) });
     expect(retried.body.summary).toMatchObject({ datasets_created: 2, recipes_created: 1, recipes_updated: 1, skipped: [] });
