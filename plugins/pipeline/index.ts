@@ -59,7 +59,7 @@ export default definePlugin({
     runner.register();
     ctx.provideService(pipelineRuns, runner);
     const stepTypeCatalog = new StepTypes(ctx.pluginId, enablement);
-    ctx.provideExtensionPoint(stepTypes, (contribution) => stepTypeCatalog.accept(contribution));
+    ctx.provideExtensionPoint(stepTypes, (contribution) => stepTypeCatalog.accept(contribution), { list: (orgId) => stepTypeCatalog.described(orgId) });
     const scenarioRunner = new ScenarioRunner(storage, work, runs, scenarios, stepTypeCatalog);
     scenarioRunner.register();
     new ScenarioTriggers(storage, work, scenarios, scenarioRunner).register(events);

@@ -32,7 +32,7 @@ export function scenarioRoutes({ scenarios, checks, runner, runs, stepTypes }: S
       description: "The scenario step types offered in this organization (`pipeline.step-types`, by the plugins enabled here), each with its parameters' JSON Schema, by id.",
       capability: 'pipeline.read',
       responses: { 200: { description: 'Step types', schema: z.object({ items: z.array(stepTypeSchema) }) } },
-      handler: async ({ orgId }) => ({ items: (await stepTypes.list(orgId)).map((t) => ({ id: t.id, plugin_id: t.pluginId, description: t.description, params: t.params })) }),
+      handler: async ({ orgId }) => ({ items: await stepTypes.described(orgId) }),
     }),
     defineRoute({
       ...base,

@@ -117,11 +117,9 @@ export class ScenarioRunner implements PipelineScenarios {
   private async runStep(context: WorkContext<PassPayload>, principal: RunPrincipal, run: Run, scenarioName: string, step: StepRun, log: StepContext['log']): Promise<'succeeded' | 'failed' | 'waiting' | 'stopped'> {
     const orgId = context.orgId!;
     if (step.status === 'pending') {
-      const children = await this.runs.children(orgId, run.id);
-      const childrenAfter = children.length ? children[children.length - 1].id : 0;
-      if (!(await this.scenarios.updateStep(step.id, ['pending'], { status: 'running', started_at: this.storage.now(), children_after: childrenAfter }))) return 'stopped';
-      step = { ...step, children_after: childrenAfter };
-      log('info', `step ${step.position} "${step.name}" (${step.type}) started`);
+      const started = await this.scenarios.startStep(step.id, run.id);
+      if (started === null) return 'stopped';
+      step = { ...step, children_after: started };
     }
     let result: StepResult;
     try {

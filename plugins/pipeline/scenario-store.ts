@@ -143,6 +143,25 @@ export class ScenarioStore {
     return Number(result.numUpdatedRows) > 0;
   }
 
+  /**
+   * Starts a pending step, noting the newest child run of the scenario run so far (the runs the
+   * step starts come after it); answers that id, or null when the step was no longer pending.
+   */
+  async startStep(stepId: number, runId: number): Promise<number | null> {
+    const row = await this.storage.db
+      .updateTable('pipeline_scenario_steps')
+      .set((eb) => ({
+        status: 'running',
+        started_at: this.storage.now(),
+        children_after: eb.selectFrom('pipeline_runs').select((sub) => sub.fn.coalesce(sub.fn.max('id'), sub.lit(0)).as('newest')).where('parent_run_id', '=', runId),
+      }))
+      .where('id', '=', stepId)
+      .where('status', '=', 'pending')
+      .returning('children_after')
+      .executeTakeFirst();
+    return row ? Number(row.children_after) : null;
+  }
+
   /** Ends every step of the run still pending or under way: those under way as `ended`, the others `skipped`. */
   async endOpenSteps(runId: number, ended: StepStatus, error: string, db: Kysely<any> = this.storage.db): Promise<void> {
     const now = this.storage.now();

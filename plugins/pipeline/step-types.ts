@@ -31,6 +31,11 @@ export class StepTypes {
     return this.types.list(orgId);
   }
 
+  /** The types offered in the organization as the API lists them. */
+  async described(orgId: number | null) {
+    return (await this.types.list(orgId)).map((t) => ({ id: t.id, plugin_id: t.pluginId, description: t.description, params: t.params }));
+  }
+
   get(orgId: number, id: string): Promise<OfferedStepType | undefined> {
     return this.types.get(orgId, id);
   }
