@@ -53,7 +53,7 @@ describe.each(DIALECTS)('a client generated from /openapi.json (%s)', (dialect) 
     // The bootstrap admin as a new install has it: the walkthrough changes its password first.
     const tsx = path.join(REPO_ROOT, 'node_modules/.bin/tsx');
     const { stdout } = await run(tsx, [path.join(dir, 'walkthrough.ts')], { cwd: dir, env: { ...process.env, PLATFORM_URL: t.url, PLATFORM_PASSWORD: 'admin-password-1' } });
-    expect(JSON.parse(stdout.trim().split('\n').at(-1)!)).toEqual({ loaded: [3, 3], amounts: [12.5, 12.5, 3, 3], exported: 6, totals: ['DE=14', 'FR=31'], build: 'succeeded', failed: 0, origins: ['orders.amount:aggregated'] });
+    expect(JSON.parse(stdout.trim().split('\n').at(-1)!)).toEqual({ loaded: [3, 3], amounts: [12.5, 12.5, 3, 3], exported: 6, totals: ['DE=14', 'FR=31'], build: 'succeeded', failed: 0, origins: ['orders.amount:aggregated'], steps: ['capture_contract:succeeded', 'drift gate:succeeded'] });
   });
 });
 
