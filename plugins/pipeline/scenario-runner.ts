@@ -77,21 +77,22 @@ export class ScenarioRunner implements PipelineScenarios {
     if (run.status === 'queued') await this.runs.update(run.id, { status: 'running', started_at: this.storage.now() });
     const principal = context.principal;
     const refusal = !principal ? 'the run has nobody to act for' : !principal.capabilities.has('pipeline.run') ? `${principal.onBehalfOf.username} may not run scenarios any more (capability "pipeline.run")` : null;
-    if (refusal) {
-      await this.scenarios.endOpenSteps(run.id, 'failed', refusal);
+    if (refusal || !principal) {
+      const detail = refusal ?? 'the run has nobody to act for';
+      await this.scenarios.endOpenSteps(run.id, 'failed', detail);
       await logged;
-      await this.finish(run.id, 'failed', { title: 'Forbidden', detail: refusal });
+      await this.finish(run.id, 'failed', { title: 'Forbidden', detail });
       return;
     }
     const scenarioName = (await this.scenarios.find(orgId, run.scenario_id!))?.name ?? `scenario ${run.scenario_id}`;
     for (const step of await this.scenarios.runSteps(run.id)) {
       if (ENDED_STEPS.includes(step.status)) continue;
-      const outcome = await this.runStep(context, principal!, run, scenarioName, step, log);
+      const outcome = await this.runStep(context, principal, run, scenarioName, step, log);
       if (outcome === 'stopped') return void (await logged);
       if (outcome === 'waiting') {
         const waits = context.payload.step === step.position ? context.payload.waits + 1 : 1;
         const delay = Math.min(WAIT_MAX_MS, WAIT_FIRST_MS * 2 ** (waits - 1));
-        await this.storage.transaction((trx) => this.enqueuePass(trx, orgId, { run_id: run.id, step: step.position, waits }, principal!, new Date(Date.now() + delay)));
+        await this.storage.transaction((trx) => this.enqueuePass(trx, orgId, { run_id: run.id, step: step.position, waits }, principal, new Date(Date.now() + delay)));
         return void (await logged);
       }
       if (outcome === 'failed' && !step.continue_on_failure) {
@@ -103,7 +104,7 @@ export class ScenarioRunner implements PipelineScenarios {
     const stopper = steps.find((s) => s.status === 'failed' && !s.continue_on_failure) ?? null;
     const status = stopper ? 'failed' : 'succeeded';
     const report: ScenarioReport = { run_id: run.id, scenario: scenarioName, status, failed_step: stopper?.name ?? null, drift: steps.flatMap((s) => (Array.isArray(s.output?.drift) ? s.output.drift : [])) };
-    await this.report(context, principal!, run, report, log);
+    await this.report(context, principal, run, report, log);
     log(status === 'failed' ? 'error' : 'info', stopper ? `failed at step ${stopper.position} "${stopper.name}" (${stopper.type}): ${stopper.error}` : `succeeded: ${steps.length} steps`);
     await logged;
     await this.finish(run.id, status, stopper ? { title: 'Step failed', detail: `step ${stopper.position} "${stopper.name}" (${stopper.type}) failed: ${stopper.error ?? 'no reason given'}` } : null);
