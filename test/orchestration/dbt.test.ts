@@ -219,25 +219,26 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
     const grown = model('grown', "select id, name from {{ ref('people') }}", ['seed.tiny.people']);
     expect((await importJson({ project_id: project, manifest: manifest([people, grown]) })).status).toBe(201);
     const before = { datasets: (await t.request('GET', `/api/datasets?project_id=${project}`)).body.items, recipes: (await t.request('GET', `/api/pipeline/recipes?project_id=${project}`)).body.items };
-    // The fault: the database refuses to record the import, after its datasets and recipes were made.
-    const { db } = t.kernel.storage;
-    if (dialect === 'postgres') {
-      await sql`create function dbt_test_fault() returns trigger language plpgsql as $$ begin raise exception 'injected fault'; end $$`.execute(db);
-      await sql`create trigger dbt_test_fault before insert on dbt_imports for each row execute function dbt_test_fault()`.execute(db);
-    } else {
-      await sql`create trigger dbt_test_fault before insert on dbt_imports begin select raise(abort, 'injected fault'); end`.execute(db);
-    }
     const changed = model('grown', "select id, upper(name) as name from {{ ref('people') }}", ['seed.tiny.people']);
     const extra = model('extra', "select id from {{ ref('grown') }}", ['model.tiny.grown']);
     // A test on the seed, whose dataset was there before: its new rule must go too.
     const notNull = { unique_id: 'test.tiny.not_null_people_id', resource_type: 'test', name: 'not_null_people_id', package_name: 'tiny', column_name: 'id', attached_node: 'seed.tiny.people', test_metadata: { name: 'not_null', kwargs: { column_name: 'id' } } };
-    const peopleId = before.datasets.find((d: { name: string }) => d.name === 'people').id;
+    // Other projects of this organization hold a dataset named people: this one's may be people_seed.
+    const peopleId = before.datasets.find((d: { name: string }) => d.name.startsWith('people')).id;
+    // The fault: the database refuses to record the import, after its datasets, recipes and rules were made.
+    const { db } = t.kernel.storage;
     try {
+      if (dialect === 'postgres') {
+        await sql`create function dbt_test_fault() returns trigger language plpgsql as $$ begin raise exception 'injected fault'; end $$`.execute(db);
+        await sql`create trigger dbt_test_fault before insert on dbt_imports for each row execute function dbt_test_fault()`.execute(db);
+      } else {
+        await sql`create trigger dbt_test_fault before insert on dbt_imports begin select raise(abort, 'injected fault'); end`.execute(db);
+      }
       const failed = await importJson({ project_id: project, manifest: manifest([people, changed, extra, seed('more', { config: { column_types: { id: 'integer' } } }), notNull]) });
       expect(failed.status, failed.text).toBe(500);
     } finally {
-      await sql`drop trigger dbt_test_fault${dialect === 'postgres' ? sql` on dbt_imports` : sql``}`.execute(db);
-      if (dialect === 'postgres') await sql`drop function dbt_test_fault()`.execute(db);
+      await sql`drop trigger if exists dbt_test_fault${dialect === 'postgres' ? sql` on dbt_imports` : sql``}`.execute(db);
+      if (dialect === 'postgres') await sql`drop function if exists dbt_test_fault()`.execute(db);
     }
     expect((await t.request('GET', `/api/datasets?project_id=${project}`)).body.items.map((d: { id: number; name: string }) => [d.id, d.name])).toEqual(before.datasets.map((d: { id: number; name: string }) => [d.id, d.name]));
     const recipes = (await t.request('GET', `/api/pipeline/recipes?project_id=${project}`)).body.items;
