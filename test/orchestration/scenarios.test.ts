@@ -200,7 +200,8 @@ describe.each(DIALECTS)('scenarios (%s)', (dialect) => {
   });
 
   it('starts one run for a burst of changes to a watched dataset, after the debounce', async () => {
-    const id = await scenario({ name: 'on change', steps: [{ type: 'sql_check', params: { query: 'select 1', expect: 'non_empty' } }], triggers: [{ type: 'dataset_changed', datasets: [orders], debounce_s: 1 }] });
+    const id = await scenario({ name: 'on change', steps: [{ type: 'sql_check', params: { query: 'select 1', expect: 'non_empty' } }], triggers: [{ type: 'dataset_changed', datasets: [orders], debounce_s: 2 }] });
+    const firstChange = Date.now();
     for (let i = 0; i < 3; i++) {
       const append = await t.request('POST', `/api/datasets/${orders}/data?mode=append`, { body: `id,amount,country\n${10 + i},1,IT\n`, headers: { 'content-type': 'text/csv' } });
       expect(append.status, append.text).toBe(200);
@@ -208,7 +209,9 @@ describe.each(DIALECTS)('scenarios (%s)', (dialect) => {
     const runs = await until(async () => (await t.request('GET', `/api/pipeline/runs?scenario_id=${id}`)).body.items, (items: { id: number }[]) => items.length > 0, 20_000);
     const done = await finished(t, runs[0].id);
     expect(done).toMatchObject({ kind: 'scenario', trigger: 'dependency', status: 'succeeded' });
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // Not before the window closed (the database clock may round to the millisecond).
+    expect(Date.parse(done.created_at) - firstChange).toBeGreaterThanOrEqual(1_900);
+    await new Promise((resolve) => setTimeout(resolve, 2500));
     expect((await t.request('GET', `/api/pipeline/runs?scenario_id=${id}`)).body.items).toHaveLength(1);
     // A later change opens a new window: one more run.
     await t.request('POST', `/api/datasets/${orders}/data?mode=append`, { body: 'id,amount,country\n20,1,IT\n', headers: { 'content-type': 'text/csv' } });
