@@ -19,20 +19,22 @@ export default definePlugin({
     const catalog = ctx.useService(datasetCatalog);
     const lineage = ctx.useService(lineageService);
 
-    /** The downstream datasets and columns, recipes and consumers touched by the breaking changes of a dataset. */
-    async function impactOf(orgId: number, datasetId: number, changes: DriftChange[]) {
-      const columns = changes.filter((c) => c.severity === 'breaking').map((c) => c.column);
-      if (!columns.length) return null;
-      const { datasets, recipes, consumers } = await lineage.impact(orgId, datasetId, columns);
-      return { columns, datasets, recipes, consumers };
-    }
+    /** Each change, a breaking one with what it touches downstream: datasets and columns, recipes on the way, consumers. */
+    const withImpact = (orgId: number, datasetId: number, changes: DriftChange[]) =>
+      Promise.all(
+        changes.map(async (change) => {
+          if (change.severity !== 'breaking') return { ...change, impact: null };
+          const { datasets, recipes, consumers } = await lineage.impact(orgId, datasetId, [change.column]);
+          return { ...change, impact: { datasets, recipes, consumers } };
+        }),
+      );
 
     ctx.contribute(
       stepTypes,
       stepType<{ datasets: number[]; fail_on?: FailOn; require_contract?: boolean }>({
         id: 'check_schema_drift',
         description:
-          "Reads each dataset's drift from its current contract: fail_on breaking (a column removed or retyped), any (also one added) or none (records only); a dataset without a contract fails only with require_contract. Lists each change and, for breaking ones, the downstream datasets, columns and consumers they affect",
+          "Reads each dataset's drift from its current contract: fail_on breaking (a column removed or retyped), any (also one added) or none (records only); a dataset without a contract fails only with require_contract. Lists each change and, for a breaking one, the downstream datasets, columns and consumers it affects",
         params: {
           type: 'object',
           properties: { datasets: datasetsParam, fail_on: { enum: ['breaking', 'any', 'none'] }, require_contract: { type: 'boolean' } },
@@ -46,7 +48,7 @@ export default definePlugin({
           for (const datasetId of context.params.datasets) {
             const dataset = await catalog.get(context.orgId, datasetId);
             const found = await contracts.drift(context.orgId, datasetId);
-            drift.push({ dataset_id: datasetId, dataset: dataset.name, status: found.status, contract_version: found.contract_version, changes: found.changes, impact: await impactOf(context.orgId, datasetId, found.changes) });
+            drift.push({ dataset_id: datasetId, dataset: dataset.name, status: found.status, contract_version: found.contract_version, changes: await withImpact(context.orgId, datasetId, found.changes) });
             const fails = found.status === 'no-contract' ? context.params.require_contract === true : found.status === 'breaking' ? failOn !== 'none' : found.status === 'additive' && failOn === 'any';
             if (fails) failing.push(`"${dataset.name}" (${found.status === 'no-contract' ? 'no contract' : `${found.status}: ${found.changes.map((c) => `${c.column} ${c.change}`).join(', ')}`})`);
           }

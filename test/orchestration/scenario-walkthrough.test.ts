@@ -62,8 +62,8 @@ describe.each(DIALECTS)("the README's scenario walkthrough (%s)", (dialect) => {
     expect(second.steps.map((s: { name: string; status: string }) => `${s.name}:${s.status}`)).toEqual(['build paid:succeeded', 'drift gate:failed', 'no negative totals:skipped', 'build the rest:skipped']);
     const [drift] = second.steps[1].output.drift;
     expect(drift.changes).toEqual([expect.objectContaining({ column: 'amount', change: 'removed', severity: 'breaking' })]);
-    expect(drift.impact.datasets.map((d: { dataset: string; columns: string[] }) => `${d.dataset}.${d.columns.join(',')}`)).toEqual(['country_totals.total', 'top_countries.total']);
-    expect(drift.impact.consumers).toEqual([expect.objectContaining({ kind: 'job', name: 'nightly' })]);
+    expect(drift.changes[0].impact.datasets.map((d: { dataset: string; columns: string[] }) => `${d.dataset}.${d.columns.join(',')}`)).toEqual(['country_totals.total', 'top_countries.total']);
+    expect(drift.changes[0].impact.consumers).toEqual([expect.objectContaining({ kind: 'job', name: 'nightly' })]);
     expect((await t.request('GET', '/api/datasets/3')).body.version).toBe(totalsBefore);
     const report = await until(async () => receiver.received.find((m) => m.metadata.run_id === second.id), (m) => m !== undefined);
     expect(report!.metadata).toMatchObject({ scenario: 'gated nightly', status: 'failed', failed_step: 'drift gate' });

@@ -92,15 +92,15 @@ describe.each(DIALECTS)('scenarios (%s)', (dialect) => {
     const [drift] = failed.steps[1].output.drift;
     expect(drift).toMatchObject({ dataset_id: paid, dataset: 'paid', status: 'breaking', contract_version: 1 });
     expect(drift.changes).toEqual([expect.objectContaining({ column: 'amount', change: 'removed', severity: 'breaking' })]);
-    expect(drift.impact.datasets).toEqual([{ dataset_id: totals, dataset: 'totals', columns: ['total'] }]);
-    expect(drift.impact.recipes).toEqual([expect.objectContaining({ name: 'totals' })]);
+    expect(drift.changes[0].impact.datasets).toEqual([{ dataset_id: totals, dataset: 'totals', columns: ['total'] }]);
+    expect(drift.changes[0].impact.recipes).toEqual([expect.objectContaining({ name: 'totals' })]);
     // The downstream build never ran: totals is as it was.
     expect((await t.request('GET', `/api/pipeline/runs?parent_run_id=${failed.id}`)).body.items).toHaveLength(1);
 
     const report = await until(async () => receiver.received.find((m) => m.metadata.run_id === failed.id), (m) => m !== undefined);
     expect(report!.message).toBe('the nightly flow stopped');
     expect(report!.metadata).toMatchObject({ run_id: failed.id, scenario: 'gated build', status: 'failed', failed_step: 'drift gate' });
-    expect(report!.metadata.drift[0].impact.datasets[0].columns).toEqual(['total']);
+    expect(report!.metadata.drift[0].changes[0].impact.datasets[0].columns).toEqual(['total']);
     expect(receiver.received.filter((m) => m.metadata.run_id === failed.id)).toHaveLength(1);
 
     const listed = await t.request('GET', `/api/pipeline/runs?kind=scenario&scenario_id=${gated}`);
