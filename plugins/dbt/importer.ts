@@ -122,6 +122,9 @@ function declaredColumns(resource: DbtResource, catalogTypes: Map<string, string
   return columns.map((c) => ({ ...c, type: c.type! }));
 }
 
+/** No rows, for a load that only sets a dataset's columns. */
+async function* emptyBatches(): AsyncIterable<unknown[][]> {}
+
 async function importDatasets(
   deps: ImporterDeps,
   orgId: number,
@@ -160,13 +163,18 @@ async function importDatasets(
     const docs = { description: resource.description || null, columns: resource.columns.map((c) => ({ name: c.name, description: c.description || null })) };
     try {
       const current = existing.get(resource.uniqueId) ?? foreign.get(name);
+      const columns = declaredColumns(resource, columnTypes.get(resource.uniqueId));
       if (current) {
-        // Imported before, or a seed's or source's data already in the project (adopted).
+        // Imported before, or a seed's or source's data already in the project (adopted). Still
+        // without columns or rows, it takes the columns now known (a catalog given this time): as
+        // an empty load that replaces its schema.
+        const declared = current.columns.length === 0 && current.row_count === 0 && columns.length > 0;
+        if (declared) await deps.catalog.load(current, columns, emptyBatches(), 'replace');
         const { dataset, changed } = await deps.catalog.describe(orgId, current.id, docs);
-        if (changed || !existing.has(resource.uniqueId)) summary.datasets_updated++;
+        if (changed || declared || !existing.has(resource.uniqueId)) summary.datasets_updated++;
         result.set(resource.uniqueId, dataset);
       } else {
-        const dataset = await deps.catalog.create(orgId, projectId, { name, description: docs.description, columns: declaredColumns(resource, columnTypes.get(resource.uniqueId)) }, principal);
+        const dataset = await deps.catalog.create(orgId, projectId, { name, description: docs.description, columns }, principal);
         undo.datasets.push(dataset.id);
         summary.datasets_created++;
         result.set(resource.uniqueId, dataset);

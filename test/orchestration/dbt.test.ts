@@ -174,8 +174,13 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
     const project = await newProject();
     const source = { unique_id: 'source.tiny.crm.leads', resource_type: 'source', name: 'leads', source_name: 'crm', identifier: 'LEADS', package_name: 'tiny', description: 'Leads from the CRM', columns: { id: { name: 'id', description: 'The lead' } } };
     const catalog = { nodes: {}, sources: { 'source.tiny.crm.leads': { columns: { ID: { name: 'ID', type: 'BIGINT' }, SCORE: { name: 'SCORE', type: 'DOUBLE PRECISION' }, SEEN: { name: 'SEEN', type: 'timestamp with time zone' } } } } };
+    // First without the catalog: the source's dataset has no columns yet; with it, the empty dataset takes them.
+    const bare = await t.request('POST', '/api/dbt/imports', form({ project_id: String(project) }, { manifest: JSON.stringify(manifest([], 8, [source])) }));
+    expect(bare.body.summary, bare.text).toMatchObject({ datasets_created: 1 });
+    expect((await t.request('GET', `/api/datasets?project_id=${project}`)).body.items[0].columns).toEqual([]);
     const res = await t.request('POST', '/api/dbt/imports', form({ project_id: String(project) }, { manifest: JSON.stringify(manifest([], 8, [source])), catalog: JSON.stringify(catalog) }));
     expect(res.status, res.text).toBe(201);
+    expect(res.body.summary).toMatchObject({ datasets_created: 0, datasets_updated: 1 });
     expect(res.body.schema_version).toBe(8);
     const leads = (await t.request('GET', `/api/datasets?project_id=${project}`)).body.items[0];
     expect(leads).toMatchObject({ name: 'leads', description: 'Leads from the CRM' });
