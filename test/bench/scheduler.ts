@@ -2,14 +2,18 @@
  * Schedules on each adapter: fire-to-start latency with SCHEDULES schedules firing every second for
  * FIRE_SECONDS s. Each fire is timed from the time it was due to when its work item started the
  * fire (the scheduler's own delay) and to when the run it started began (`started_at` of the build
- * run: what a user sees). Every schedule runs a job building a dataset no recipe produces, so a run
- * is a build with nothing to do: the figures are the scheduler's and the queue's, not a recipe's.
+ * run: what a user sees). With target `job` every schedule runs a job building a dataset no recipe
+ * produces, so a run is a build with nothing to do: the figures are the scheduler's and the queue's,
+ * not a recipe's; with target `noop` a fire starts nothing (test/fixtures/plugins/noop-schedule-target):
+ * the scheduler's cost alone.
  */
+import fs from 'node:fs';
 import path from 'node:path';
 import { loadSettings } from '../../kernel/config.ts';
 import { Kernel } from '../../kernel/kernel.ts';
 import { createLogger } from '../../kernel/logger.ts';
 import { createScratchDatabase } from '../harness/scratch-database.ts';
+import { writeManifest } from '../harness/test-kernel.ts';
 
 const SCHEDULES = Number(process.env.BENCH_SCHEDULES ?? 200);
 /** At most 60: the window is within one minute. */
@@ -24,6 +28,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export interface SchedulerFigures {
   dialect: string;
+  /** `job`: each fire builds a job (a run through the pipeline); `noop`: a target whose fire starts nothing, the scheduler alone. */
+  target: 'job' | 'noop';
   schedules: number;
   seconds: number;
   /**
@@ -45,11 +51,15 @@ export interface SchedulerFigures {
  * WORKER_ORG_CONCURRENCY (default: theirs, 4 and 2). Every schedule is in one organization, so with
  * the defaults its fires and their runs take turns in 2 slots.
  */
-export async function benchScheduler(dialect: 'sqlite' | 'postgres', work: string, manifests: string, concurrency?: number): Promise<SchedulerFigures> {
-  const dir = path.join(work, `scheduler-${dialect}-${concurrency ?? 'default'}`);
+export async function benchScheduler(dialect: 'sqlite' | 'postgres', work: string, manifests: string, { concurrency, target = 'job' }: { concurrency?: number; target?: 'job' | 'noop' } = {}): Promise<SchedulerFigures> {
+  const dir = path.join(work, `scheduler-${dialect}-${target}-${concurrency ?? 'default'}`);
+  fs.mkdirSync(dir, { recursive: true });
   const database = await createScratchDatabase(dialect, dir);
   const workers = concurrency === undefined ? {} : { WORKER_CONCURRENCY: String(concurrency), WORKER_ORG_CONCURRENCY: String(concurrency) };
-  const settings = loadSettings({ PORT: '0', DATA_DIR: dir, DATABASE_URL: database.url, MANIFESTS_DIR: manifests, PLUGIN_WATCH: 'false', ADMIN_PASSWORD: 'bench-password', API_RATE_LIMIT_PER_SEC: '0', ...workers });
+  const noop = path.join(dir, 'manifests');
+  fs.mkdirSync(noop, { recursive: true });
+  writeManifest(noop, { id: 'noop_schedule_target', kind: 'extension', depends_on: ['scheduler'] }, 'noop-schedule-target');
+  const settings = loadSettings({ PORT: '0', DATA_DIR: dir, DATABASE_URL: database.url, MANIFESTS_DIR: [manifests, noop].join(path.delimiter), PLUGIN_WATCH: 'false', ADMIN_PASSWORD: 'bench-password', API_RATE_LIMIT_PER_SEC: '0', ...workers });
   const kernel = new Kernel({ settings, logger: createLogger('silent'), print: () => undefined });
   await kernel.start();
   try {
@@ -70,7 +80,8 @@ export async function benchScheduler(dialect: 'sqlite' | 'postgres', work: strin
     const windowStart = new Date(Math.ceil((Date.now() + SETUP_MS) / 60_000) * 60_000);
     const windowEnd = new Date(windowStart.getTime() + FIRE_SECONDS * 1000);
     const cron = `0-${FIRE_SECONDS - 1} ${windowStart.getUTCMinutes()} ${windowStart.getUTCHours()} * * *`;
-    for (let i = 0; i < SCHEDULES; i++) await api('POST', '/api/scheduler/schedules', { project_id: project.id, name: `every second ${i}`, target: { job_id: job.id }, cron, catch_up: 'run_once' });
+    const scheduled = target === 'job' ? { job_id: job.id } : { noop_id: project.id };
+    for (let i = 0; i < SCHEDULES; i++) await api('POST', '/api/scheduler/schedules', { project_id: project.id, name: `every second ${i}`, target: scheduled, cron, catch_up: 'run_once' });
     if (Date.now() >= windowStart.getTime()) throw new Error(`setting ${SCHEDULES} schedules up took longer than ${SETUP_MS} ms`);
     await sleep(windowEnd.getTime() - Date.now());
 
@@ -97,7 +108,7 @@ export async function benchScheduler(dialect: 'sqlite' | 'postgres', work: strin
       );
     const deadline = Date.now() + SETTLE_MS;
     let rows = await inWindow();
-    while (((await firesLeft()) > 0 || rows.some((r) => r.outcome === 'firing' || (r.outcome === 'fired' && r.run_started_at === null))) && Date.now() < deadline) {
+    while (((await firesLeft()) > 0 || rows.some((r) => r.outcome === 'firing' || (target === 'job' && r.outcome === 'fired' && r.run_started_at === null))) && Date.now() < deadline) {
       await sleep(500);
       rows = await inWindow();
     }
@@ -105,6 +116,7 @@ export async function benchScheduler(dialect: 'sqlite' | 'postgres', work: strin
     const runStart = rows.filter((r) => r.run_started_at !== null).map((r) => Date.parse(r.run_started_at) - Date.parse(r.fire_at));
     return {
       dialect,
+      target,
       schedules: SCHEDULES,
       seconds: FIRE_SECONDS,
       due: SCHEDULES * FIRE_SECONDS,
