@@ -7,6 +7,7 @@ import { quoteIdentifier } from './data-tables.ts';
 import { createSqliteDataTables, physical } from './data-tables-sqlite.ts';
 import { kyselyOver, LONG_READ_DEFAULTS, LongReadStoppedError, withTurns } from './long-reads.ts';
 import { ReadTurns } from './read-turns.ts';
+import { SqliteCheckpointer } from './sqlite-checkpointer.ts';
 import { parseSqliteGovernedSelect } from './select-statement.ts';
 import { SqliteReadPool } from './sqlite-read-pool.ts';
 import { SqliteGovernedRunner } from './sqlite-governed.ts';
@@ -43,6 +44,9 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
   database.pragma('synchronous = NORMAL');
   database.pragma('foreign_keys = ON');
   database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  // Checkpoints are the checkpointer thread's, never this connection's on the event loop (a file in memory has no WAL).
+  const checkpointer = file === ':memory:' ? null : new SqliteCheckpointer(file);
+  if (checkpointer) database.pragma('wal_autocheckpoint = 0');
   registerRegexp(database);
   const writes = WriteClock.of(file);
   const dialect = new SqliteDialect({ database: withPortableValues(database, writes) });
@@ -167,6 +171,7 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
     async close() {
       await Promise.all([governed.close(), reads?.close()]);
       await db.destroy();
+      await checkpointer?.close();
     },
   };
 }
