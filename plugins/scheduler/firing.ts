@@ -100,8 +100,11 @@ export class Firing {
     }
   }
 
-  /** The `scheduler.fire` work: one pending fire of one schedule. */
-  async fire({ payload, item, orgId, principal, audit }: WorkContext<FirePayload>): Promise<unknown> {
+  /**
+   * The `scheduler.fire` work: one pending fire of one schedule. A fire is kept in the fire history,
+   * not in the audit log: a schedule firing every second would write 86,400 audit rows a day.
+   */
+  async fire({ payload, item, orgId, principal }: WorkContext<FirePayload>): Promise<unknown> {
     const schedule = orgId === null ? undefined : await this.store.find(orgId, payload.schedule_id);
     if (!schedule || schedule.pending_work_id !== item.id) return { outcome: 'superseded' };
     // Disabled in the organization: no fire, and the chain goes on, so enabling it again resumes the schedule.
@@ -139,12 +142,10 @@ export class Firing {
       if (!principal) throw new Error('the fire has no owner to act for');
       const { run_id } = await target.fire(schedule.org_id, schedule.target_id, principal, schedule.id);
       await this.store.endFire(fireId, 'fired', { run_id });
-      await audit.record({ action: 'scheduler.schedule.fire', targetType: 'schedule', targetId: schedule.id, details: { fire_at: payload.fire_at, run_id } });
       return { outcome: 'fired', run_id };
     } catch (err) {
       const error = (err as { detail?: string }).detail ?? (err as Error).message;
       await this.store.endFire(fireId, 'failed', { error });
-      await audit.record({ action: 'scheduler.schedule.fire', outcome: 'failure', targetType: 'schedule', targetId: schedule.id, details: { fire_at: payload.fire_at, reason: error } });
       return { outcome: 'failed', error };
     }
   }

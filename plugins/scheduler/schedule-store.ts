@@ -172,8 +172,15 @@ export class ScheduleStore {
     return Number(row.id);
   }
 
+  /**
+   * Records how a fire ended. Committed lazily (Postgres): a crash of the database server may lose
+   * it, leaving the fire `firing`, while the fire itself and the next one were committed before.
+   */
   async endFire(id: number, outcome: FireOutcome, result: { run_id?: number; error?: string }): Promise<void> {
-    await this.storage.db.updateTable(FIRES).set({ outcome, run_id: result.run_id ?? null, error: result.error ?? null }).where('id', '=', id).execute();
+    await this.storage.transaction(async (trx) => {
+      await this.storage.commitLazily(trx);
+      await trx.updateTable(FIRES).set({ outcome, run_id: result.run_id ?? null, error: result.error ?? null }).where('id', '=', id).execute();
+    });
   }
 
   /** A schedule's fires, newest first. */
