@@ -111,10 +111,10 @@ describe.skipIf(!POSTGRES_URL)('Postgres connections of the platform pool', () =
     const before = (await t.request('GET', `/api/datasets/${ds.id}`)).body;
     const dba = await dbaSession();
     try {
-      // The rows are staged; the swap's `drop table` then waits on the lock, inside its transaction.
+      // The rows are staged; the swap's renaming of the replaced table aside then waits on the lock, inside its transaction.
       const lock = await lockTable(databaseUrl, ds.table);
       const upload = t.request('POST', `/api/datasets/${ds.id}/data?mode=replace`, { body: 's,i\nx,1\n', headers: { 'content-type': 'text/csv' } });
-      await dba.query('select pg_terminate_backend($1)', [await busyBackend(dba, `drop table%${ds.table}"`, 'Lock')]);
+      await dba.query('select pg_terminate_backend($1)', [await busyBackend(dba, `alter table%${ds.table}" rename to%`, 'Lock')]);
       const res = await upload;
       await lock.release();
       expect(res.status, res.text).toBe(503);
