@@ -98,9 +98,8 @@ export class DatasetLoader {
         for (const [i, target] of targets.entries()) tables.push(await this.swapIn(trx, target, staging[i], rows[i], mode));
         return tables;
       });
-      // Dropped once committed, outside the transaction (see DataTables.discard), not waited for: the
-      // load is done. One that fails is dropped as abandoned at the next start.
-      for (const [i, table] of unused.entries()) void dataTables.discard(db, targets[i].dataset.org_id, table).catch(() => undefined);
+      // Dropped once committed, outside the transaction (see DataTables.discard); one that fails is dropped as abandoned at the next start.
+      for (const [i, table] of unused.entries()) await dataTables.discard(db, targets[i].dataset.org_id, table).catch(() => undefined);
       return await Promise.all(targets.map(async ({ dataset }, i) => ({ dataset: await this.store.get(dataset.org_id, dataset.id), rows: rows[i] })));
     } catch (err) {
       await Promise.all(targets.map(({ dataset }, i) => dataTables.drop(db, dataset.org_id, staging[i]).catch(() => undefined)));
