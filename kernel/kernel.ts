@@ -35,6 +35,7 @@ import { createLogger } from './logger.ts';
 import { kernelMigrations } from './migrations/index.ts';
 import { buildOpenApiDocument } from './openapi.ts';
 import { kernelServices, type CapabilityCatalog, type ServiceRef } from './plugin-api.ts';
+import { activeLifecycle, type ServiceLifecycle } from './registry/lifecycle.ts';
 import { PluginEnablement } from './registry/enablement.ts';
 import { PluginRegistry } from './registry/registry.ts';
 import { resolveSecrets, type KernelSecrets } from './secrets.ts';
@@ -123,7 +124,7 @@ export class Kernel {
     const eventStore = new EventStore(this.storage);
 
     const pluginSettings = pluginVisibleSettings(settings);
-    const services: Record<string, (pluginId: string, onDispose: (dispose: () => void | Promise<void>) => void) => unknown> = {
+    const services: Record<string, (pluginId: string, lifecycle: ServiceLifecycle) => unknown> = {
       [kernelServices.config.id]: () => pluginSettings,
       [kernelServices.logger.id]: (pluginId) => this.logger.child({ plugin: pluginId }),
       [kernelServices.storage.id]: () => this.storage,
@@ -140,8 +141,8 @@ export class Kernel {
       [kernelServices.vault.id]: () => vault,
       [kernelServices.outbound.id]: () => outbound,
       [kernelServices.rateLimits.id]: () => rateLimits,
-      [kernelServices.work.id]: (pluginId, onDispose) => backgroundWorkFor(pluginId, workDeps, onDispose),
-      [kernelServices.events.id]: (pluginId, onDispose) => domainEventsFor(pluginId, eventStore, this.events, this.storage.db, onDispose),
+      [kernelServices.work.id]: (pluginId, lifecycle) => backgroundWorkFor(pluginId, workDeps, lifecycle),
+      [kernelServices.events.id]: (pluginId, lifecycle) => domainEventsFor(pluginId, eventStore, this.events, this.storage.db, lifecycle),
       [kernelServices.pluginEnablement.id]: () => enablement,
     };
     const authorizer = new Authorizer({
@@ -173,7 +174,7 @@ export class Kernel {
         logger: this.logger,
         migrator: this.migrator,
         initTimeoutMs: settings.PLUGIN_INIT_TIMEOUT_MS,
-        resolveService: (ref: ServiceRef<unknown>, pluginId, onDispose) => services[ref.id]?.(pluginId, onDispose),
+        resolveService: (ref: ServiceRef<unknown>, pluginId, lifecycle) => services[ref.id]?.(pluginId, lifecycle),
       },
     });
     const { app, inflight } = createApp({
@@ -214,7 +215,7 @@ export class Kernel {
   private pruneEvents() {
     const { settings } = this.options;
     const store = new EventStore(this.storage);
-    const work = backgroundWorkFor(KERNEL_PLUGIN_ID, { storage: this.storage, runner: this.work, logger: this.logger, defaultTimeoutMs: settings.WORK_TIMEOUT_MS, drainTimeoutMs: 0 }, (d) => void this.kernelDisposables.push(d));
+    const work = backgroundWorkFor(KERNEL_PLUGIN_ID, { storage: this.storage, runner: this.work, logger: this.logger, defaultTimeoutMs: settings.WORK_TIMEOUT_MS, drainTimeoutMs: 0 }, activeLifecycle(this.kernelDisposables));
     work.handle('events-prune', async () => ({ pruned: await store.prune(new Date(Date.now() - settings.EVENTS_RETENTION_DAYS * 86_400_000).toISOString()) }));
     work.every('events-prune', { cron: '17 * * * *' });
   }

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import type { ServiceLifecycle } from '../registry/lifecycle.ts';
 import type { EventDispatcher } from './event-dispatcher.ts';
 import type { EventQuery, EventStore, NewEvent, PlatformEvent } from './event-store.ts';
 
@@ -28,8 +29,8 @@ export interface DomainEvents {
 const NAME = /^[a-z][a-z0-9_-]*$/;
 const TYPE = /^[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)+$/;
 
-/** The plugin-scoped view of domain events; `onDispose` is the plugin version's unload. */
-export function domainEventsFor(pluginId: string, store: EventStore, dispatcher: EventDispatcher, db: Kysely<any>, onDispose: (dispose: () => Promise<void>) => void): DomainEvents {
+/** The plugin-scoped view of domain events; subscribers start when the plugin version activates. */
+export function domainEventsFor(pluginId: string, store: EventStore, dispatcher: EventDispatcher, db: Kysely<any>, lifecycle: ServiceLifecycle): DomainEvents {
   return {
     publish(event, trx = db) {
       if (!TYPE.test(event.type)) throw new TypeError(`event type "${event.type}" must be dotted lower-case words such as datasets.deleted`);
@@ -37,7 +38,7 @@ export function domainEventsFor(pluginId: string, store: EventStore, dispatcher:
     },
     subscribe(name, options) {
       if (!NAME.test(name)) throw new TypeError(`subscriber name "${name}" must be lower-case letters, digits, - or _`);
-      onDispose(dispatcher.subscribe({ id: `${pluginId}.${name}`, types: options.types, from: options.from ?? 'now', handle: options.handle }));
+      lifecycle.onActivate(() => dispatcher.subscribe({ id: `${pluginId}.${name}`, types: options.types, from: options.from ?? 'now', handle: options.handle }));
     },
     read: (query) => store.read(query),
   };

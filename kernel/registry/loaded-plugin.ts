@@ -12,6 +12,7 @@ export class LoadedPlugin {
   private inflight = 0;
   private idleWaiters: (() => void)[] = [];
   private readonly disposables: Disposable[] = [];
+  private readonly activations: (() => Disposable | void)[] = [];
 
   constructor(
     readonly manifest: PluginManifest,
@@ -27,6 +28,19 @@ export class LoadedPlugin {
 
   addDisposable(dispose: Disposable) {
     this.disposables.push(dispose);
+  }
+
+  /** Something to start once this version serves (see ServiceLifecycle.onActivate). */
+  addActivation(start: () => Disposable | void) {
+    this.activations.push(start);
+  }
+
+  /** This version now serves: its work handlers, timers and subscribers start (once). */
+  activate(): void {
+    for (const start of this.activations.splice(0)) {
+      const undo = start();
+      if (undo) this.disposables.push(undo);
+    }
   }
 
   /** A request of this version begins: it counts as in flight until `leave()`. */

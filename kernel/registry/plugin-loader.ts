@@ -6,6 +6,7 @@ import { nonAdditiveChanges } from './additive-schema.ts';
 import { definePlugin, isPluginDefinition, type Contribution, type Disposable, type PluginContext, type PluginContributions, type PluginDefinition, type ServiceRef } from '../plugin-api.ts';
 import { KERNEL_OWNER, type OfferingTable } from './offerings.ts';
 import { LoadedPlugin } from './loaded-plugin.ts';
+import type { ServiceLifecycle } from './lifecycle.ts';
 import { extraManifestKeys, type PluginManifest } from './manifest.ts';
 import { PluginLoadError, pluginErrors } from './plugin-errors.ts';
 import { satisfies } from 'semver';
@@ -17,9 +18,9 @@ export interface LoaderEnvironment {
   initTimeoutMs: number;
   /**
    * The service a reference names, scoped to the plugin; undefined when no such service exists.
-   * What the plugin registers through it is undone by `onDispose`'s callbacks when this version unloads.
+   * What the plugin registers through it starts when this version activates and is undone when it unloads.
    */
-  resolveService(ref: ServiceRef<unknown>, pluginId: string, onDispose: (dispose: Disposable) => void): unknown;
+  resolveService(ref: ServiceRef<unknown>, pluginId: string, lifecycle: ServiceLifecycle): unknown;
 }
 
 export interface LoadRequest {
@@ -60,10 +61,12 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
   }
 
   const disposables: Disposable[] = [];
+  const activations: (() => Disposable | void)[] = [];
+  const lifecycle: ServiceLifecycle = { onDispose: (dispose) => void disposables.push(dispose), onActivate: (start) => void activations.push(start) };
   const services: Record<string, unknown> = {};
   const unknown: string[] = [];
   for (const [name, ref] of Object.entries(definition.deps)) {
-    const service = env.resolveService(ref, manifest.id, (dispose) => void disposables.push(dispose));
+    const service = env.resolveService(ref, manifest.id, lifecycle);
     if (service === undefined) unknown.push(ref.id);
     services[name] = service;
   }
@@ -137,6 +140,7 @@ export async function loadPlugin(request: LoadRequest, env: LoaderEnvironment): 
     await settle();
     const plugin = new LoadedPlugin(manifest, file, dir, (contributions as PluginContributions | undefined)?.routes ?? [], env.logger);
     disposables.forEach((d) => plugin.addDisposable(d));
+    activations.forEach((start) => plugin.addActivation(start));
     return plugin;
   } catch (err) {
     await Promise.allSettled(pending); // what is still being accepted is withdrawn with the rest

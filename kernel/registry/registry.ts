@@ -299,6 +299,8 @@ export class PluginRegistry implements PluginRegistryService {
     }
     this.offerings = stagedOfferings;
     this.current = new Generation(++this.generationCounter, stagedLive, this.options.compile);
+    // Only now, with every plugin of the generation loaded, do the new versions take background work.
+    for (const outcome of outcomes.values()) outcome.live?.activate();
     this.codeWatcher?.watch(this.codeDirs());
     for (const plugin of retired) this.retire(plugin);
     for (const [id, outcome] of outcomes) if (outcome.state === 'loaded') logger.info({ plugin: id, version: outcome.live!.manifest.version }, 'plugin loaded');

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { ZodType } from 'zod';
 import type { Storage } from '../../storage/index.ts';
 import { actingUser, type Principal } from '../auth/principal.ts';
+import type { ServiceLifecycle } from '../registry/lifecycle.ts';
 import { PeriodicTimer } from './periodic.ts';
 import type { WorkContext, WorkRunner } from './work-runner.ts';
 import { WorkStore, type WorkFilter, type WorkItem } from './work-store.ts';
@@ -65,8 +66,8 @@ export interface BackgroundWorkDeps {
 
 const NAME = /^[a-z][a-z0-9_-]*$/;
 
-/** The plugin-scoped view of background work; `onDispose` is the plugin version's unload. */
-export function backgroundWorkFor(pluginId: string, deps: BackgroundWorkDeps, onDispose: (dispose: () => Promise<void> | void) => void): BackgroundWork {
+/** The plugin-scoped view of background work; handlers and timers start when the plugin version activates. */
+export function backgroundWorkFor(pluginId: string, deps: BackgroundWorkDeps, lifecycle: ServiceLifecycle): BackgroundWork {
   const store = new WorkStore(deps.storage);
   const options = new Map<string, HandlerOptions<unknown>>();
   const kindOf = (name: string) => {
@@ -98,19 +99,20 @@ export function backgroundWorkFor(pluginId: string, deps: BackgroundWorkDeps, on
     handle(name, run, handlerOptions = {}) {
       const kind = kindOf(name);
       options.set(kind, handlerOptions as HandlerOptions<unknown>);
-      const unregister = deps.runner.register(
-        kind,
-        {
-          pluginId,
-          run: (context) => {
-            const checked = handlerOptions.payload?.safeParse(context.payload);
-            if (checked && !checked.success) throw new Error(`the payload of ${kind} #${context.item.id} is not what its handler expects: ${checked.error.issues[0]?.message}`);
-            return run(checked ? { ...context, payload: checked.data } : (context as WorkContext<never>));
+      lifecycle.onActivate(() =>
+        deps.runner.register(
+          kind,
+          {
+            pluginId,
+            run: (context) => {
+              const checked = handlerOptions.payload?.safeParse(context.payload);
+              if (checked && !checked.success) throw new Error(`the payload of ${kind} #${context.item.id} is not what its handler expects: ${checked.error.issues[0]?.message}`);
+              return run(checked ? { ...context, payload: checked.data } : (context as WorkContext<never>));
+            },
           },
-        },
-        deps.drainTimeoutMs,
+          deps.drainTimeoutMs,
+        ),
       );
-      onDispose(unregister);
     },
     enqueue,
     every(name, schedule) {
@@ -121,8 +123,10 @@ export function backgroundWorkFor(pluginId: string, deps: BackgroundWorkDeps, on
         async (at) => void (await enqueue(name, { orgId: null, payload: schedule.payload ?? null, dedupeKey: `${kind}@${at.toISOString()}` })),
         deps.logger,
       );
-      timer.start();
-      onDispose(() => timer.stop());
+      lifecycle.onActivate(() => {
+        timer.start();
+        return () => timer.stop();
+      });
     },
     get: async (id, orgId) => own(await store.get(id, orgId)),
     list: ({ name, ...filter }) => store.list({ ...filter, kind: name === undefined ? undefined : kindOf(name), kindPrefix: `${pluginId}.` }),

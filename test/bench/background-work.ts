@@ -7,6 +7,7 @@ import path from 'node:path';
 import { loadSettings } from '../../kernel/config.ts';
 import { Kernel } from '../../kernel/kernel.ts';
 import { createLogger } from '../../kernel/logger.ts';
+import { activeLifecycle } from '../../kernel/registry/lifecycle.ts';
 import { backgroundWorkFor } from '../../kernel/work/background-work.ts';
 import { createScratchDatabase } from '../harness/scratch-database.ts';
 
@@ -23,7 +24,7 @@ export async function benchBackgroundWork(dialect: 'sqlite' | 'postgres', work: 
   await kernel.start();
   const disposables: (() => void | Promise<void>)[] = [];
   try {
-    const work = backgroundWorkFor('bench', { storage: kernel.storage, runner: kernel.work, logger: kernel.logger, defaultTimeoutMs: 60_000, drainTimeoutMs: 0 }, (d) => void disposables.push(d));
+    const work = backgroundWorkFor('bench', { storage: kernel.storage, runner: kernel.work, logger: kernel.logger, defaultTimeoutMs: 60_000, drainTimeoutMs: 0 }, activeLifecycle(disposables));
     work.handle('noop', async () => null);
     const { db } = kernel.storage;
     const settled = async (kindFilter: number[]) => {

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DIALECTS, REPO_ROOT, startTestKernel, tempDir, type TestKernel } from '../harness/index.ts';
+import { DIALECTS, REPO_ROOT, startTestKernel, tempDir, until, type TestKernel } from '../harness/index.ts';
 import { createRecipe, emptyDataset, loadDataset, rowsOf, runRecipe } from './pipeline-helpers.ts';
 
 /**
@@ -61,6 +61,40 @@ export async function wrongType(ctx: RecipeHandlerContext) {
   );
 }
 
+/**
+ * A second recipe-type plugin of the folder whose init waits while the file `slow` exists next to
+ * it (writing `slow-started` first): a reload that includes it takes that long to build its generation.
+ */
+function writeSlowKitchen(root: string) {
+  fs.writeFileSync(
+    path.join(root, 'slow-kitchen.ts'),
+    `import fs from 'node:fs';
+import path from 'node:path';
+import { definePlugin } from 'data-platform/plugin-api';
+
+export default definePlugin({
+  deps: {},
+  async init(_services, ctx) {
+    if (!fs.existsSync(path.join(ctx.dir, 'slow'))) return;
+    fs.writeFileSync(path.join(ctx.dir, 'slow-started'), '');
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+  },
+});
+`,
+  );
+  fs.writeFileSync(
+    path.join(root, 'slow-kitchen.json'),
+    JSON.stringify({
+      id: 'slow-kitchen',
+      version: '1.0.0',
+      kind: 'recipe-type',
+      entry: './slow-kitchen.ts',
+      depends_on: ['pipeline'],
+      recipe_types: [{ id: 'slow_shout', handler: 'handlers:shout', description: 'shout, from a plugin slow to load', params: { type: 'object', properties: { column: { type: 'string' } }, additionalProperties: false } }],
+    }),
+  );
+}
+
 describe.each(DIALECTS)('plugin recipe types, loaded from a folder outside the repository (%s)', (dialect) => {
   let t: TestKernel;
   const folder = tempDir('dp-kitchen-');
@@ -70,6 +104,7 @@ describe.each(DIALECTS)('plugin recipe types, loaded from a folder outside the r
 
   beforeAll(async () => {
     writeKitchen(folder.dir);
+    writeSlowKitchen(folder.dir);
     t = await startTestKernel({ dialect, manifestDirs: [path.join(REPO_ROOT, 'manifests'), folder.dir], env: { RECIPE_TIMEOUT_S: '3' } });
     project = (await t.request('POST', '/api/projects', { body: { key: 'KITCHEN', name: 'Kitchen' } })).body.id;
     words = await loadDataset(t, project, 'words', ['id:integer', 'word:string'], Array.from({ length: 1200 }, (_, i) => `${i + 1},word ${i + 1}`));
@@ -95,6 +130,26 @@ describe.each(DIALECTS)('plugin recipe types, loaded from a folder outside the r
     ]);
     const logs = (await t.request('GET', `/api/pipeline/runs/${run.id}/logs`)).body.items.map((l: { message: string }) => l.message);
     expect(logs).toContain('shouted');
+  });
+
+  it('runs a recipe started while the pipeline reloads: the new version takes work only once every recipe type is back', async () => {
+    const out = await emptyDataset(t, project, 'shouted_in_reload');
+    const recipe = await createRecipe(t, { project_id: project, name: 'slow shout', type: 'slow_shout', inputs: [words], outputs: [out], params: { column: 'word' } });
+    const slow = path.join(folder.dir, 'slow');
+    const started = path.join(folder.dir, 'slow-started');
+    fs.writeFileSync(slow, '');
+    try {
+      // The reload has loaded the new pipeline and waits in the slow plugin's init: slow_shout is not offered by the generation being built.
+      const reloading = t.request('POST', '/api/plugins/pipeline/reload');
+      expect(await until(async () => fs.existsSync(started), (seen) => seen, 20_000)).toBe(true);
+      const run = await runRecipe(t, recipe);
+      expect(run, JSON.stringify(run)).toMatchObject({ status: 'succeeded', rows_written: 1200 });
+      const reload = await reloading;
+      expect(reload.status, reload.text).toBe(200);
+    } finally {
+      fs.rmSync(slow, { force: true });
+      fs.rmSync(started, { force: true });
+    }
   });
 
   it.each([
