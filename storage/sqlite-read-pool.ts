@@ -2,6 +2,7 @@ import { Worker } from 'node:worker_threads';
 import { CompiledQuery, type DatabaseConnection, type Driver, type QueryResult } from 'kysely';
 import { LongReadStoppedError, type ColumnBlock } from './long-reads.ts';
 import { QueryTimeoutError } from './read-only-query.ts';
+import { rowFromValues } from './row-objects.mjs';
 
 /** How long a read waits on a lock (a checkpoint truncating the WAL) before failing. */
 const BUSY_TIMEOUT_MS = 5000;
@@ -24,22 +25,15 @@ interface Running {
 
 type RowMaker = (values: unknown[]) => Record<string, unknown>;
 
-/** Row makers by column list (a page of rows is the same statement page after page). */
+/** Row makers by column list (see row-objects.mjs), kept: a page of rows is the same statement page after page. */
 const rowMakers = new Map<string, RowMaker>();
 const ROW_MAKERS_KEPT = 200;
 
-/**
- * A row as an object with own keys only: a column named `__proto__` or `toString` is a value like
- * any other. The object is an object literal with computed keys, made once per column list: keys
- * come from the closure, never from the code's text, and a computed `__proto__` key defines an own
- * property (it does not set the prototype). Far cheaper per row than Object.fromEntries.
- */
 function rowMaker(columns: string[]): RowMaker {
   const key = columns.join('\u0000');
   let make = rowMakers.get(key);
   if (!make) {
-    const fields = columns.map((_, i) => `[k[${i}]]: v[${i}]`).join(', ');
-    make = new Function('k', `return (v) => ({ ${fields} });`)(columns) as RowMaker;
+    make = rowFromValues(columns);
     if (rowMakers.size >= ROW_MAKERS_KEPT) rowMakers.delete(rowMakers.keys().next().value!);
     rowMakers.set(key, make);
   }

@@ -10,6 +10,7 @@ import { register } from 'node:module';
 import { parentPort, workerData } from 'node:worker_threads';
 import { pathToFileURL } from 'node:url';
 import { register as registerTypeScript } from 'tsx/esm/api';
+import { rowFromColumns } from '../../storage/row-objects.mjs';
 import { lowerThreadPriority } from '../../storage/thread-priority.mjs';
 
 // A handler's work gives way to the request path when the CPU is short.
@@ -86,7 +87,7 @@ function readRows(index) {
       if (rows === 0) continue;
       // Every page of an input has the same columns: one maker serves them all.
       const key = columns.join('\u0000');
-      page = { make: page?.key === key ? page.make : rowMaker(columns), key, values, rows };
+      page = { make: page?.key === key ? page.make : rowFromColumns(columns), key, values, rows };
       row = 1;
       return { done: false, value: page.make(values, 0) };
     }
@@ -108,17 +109,6 @@ function readRows(index) {
     },
   };
   return iterator;
-}
-
-/**
- * Makes the row objects of a page by column: `make(values, r)` is an object literal with computed
- * keys, made once per column list. Keys come from the closure, never from the code's text, and a
- * computed `__proto__` key defines an own property (it does not set the prototype). Several times
- * cheaper per row than setting the properties one by one.
- */
-function rowMaker(columns) {
-  const fields = columns.map((_, i) => `[k[${i}]]: v[${i}][r]`).join(', ');
-  return new Function('k', `return (v, r) => ({ ${fields} });`)(columns);
 }
 
 /**
