@@ -3,6 +3,10 @@
 // JavaScript: workers start without the TypeScript loader.
 import { workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
+import { lowerThreadPriority } from './thread-priority.mjs';
+
+// Copying a million rows' pages is background work: the event loop is served first.
+lowerThreadPriority();
 
 const db = new Database(workerData.file, { fileMustExist: true });
 db.pragma('wal_autocheckpoint = 0');

@@ -58,9 +58,16 @@ const NODE_FLAGS = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolea
 
 /** The processes the bench itself stopped (any other end is reported). */
 const stopped = new WeakSet<ChildProcess>();
-function stopProcess(child: ChildProcess): void {
+const STOP_WAIT_MS = 15_000;
+/** Stops a process gracefully and waits for its end (a profile, with BENCH_NODE_FLAGS, is written then), killing it after STOP_WAIT_MS. */
+async function stopProcess(child: ChildProcess): Promise<void> {
   stopped.add(child);
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const ended = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), STOP_WAIT_MS);
+  await ended;
+  clearTimeout(timer);
 }
 
 /** Starts `node --import tsx <args>`: one process, so its pid is the server's (for its RSS). */
@@ -133,8 +140,7 @@ async function ingestOnPostgres(work: string, csv: string, manifests: string) {
       server_peak_rss_mb: peakRssMb(server.pid!),
     };
   } finally {
-    stopProcess(server);
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await stopProcess(server);
     await database.drop();
   }
 }
@@ -149,8 +155,7 @@ async function longReadsOn(dialect: DialectName, work: string, manifests: string
     const base = `http://127.0.0.1:${port}`;
     return await benchLongReads(dialect, { base, databaseUrl: database.url }, (await credentials(base)).jwt);
   } finally {
-    stopProcess(server);
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await stopProcess(server);
     await database.drop();
   }
 }
@@ -171,8 +176,7 @@ async function pipelineOn(dialect: DialectName, work: string, manifests: string)
     const base = `http://127.0.0.1:${port}`;
     return await benchPipeline(dialect, { base, databaseUrl: database.url, pid: server.pid!, dataDir }, (await credentials(base)).jwt);
   } finally {
-    stopProcess(server);
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await stopProcess(server);
     await database.drop();
   }
 }
@@ -396,8 +400,7 @@ async function main() {
     sqlQuery = await sqlAggregate(base, jwt, path.join(work, 'data-load', 'platform.db'), `org_1__ds_${dataset.id}`);
     if (LARGE_CSV_MB > 0) largeIngest = await ingestLargeFile(base, jwt, Number(project.id), work, csvBytes / INGEST_ROWS, kernelProcess.pid!);
   } finally {
-    stopProcess(koa);
-    stopProcess(kernelProcess);
+    await Promise.all([stopProcess(koa), stopProcess(kernelProcess)]);
   }
 
   // The same ingest on Postgres, against COPY FROM STDIN, when a server is at hand.
