@@ -34,7 +34,9 @@ function copyField(type: DataColumnType, value: unknown): string {
   if (type === 'json') return `"${JSON.stringify(value).replace(/"/g, '""')}"`;
   if (typeof value === 'boolean') return value ? 't' : 'f';
   if (typeof value === 'number') return String(value);
-  return `"${String(value).replace(/"/g, '""')}"`;
+  const text = String(value);
+  // Most texts hold no quote: no replace (and no new string) for them.
+  return text.includes('"') ? `"${text.replace(/"/g, '""')}"` : `"${text}"`;
 }
 
 /** Runs `work` in a transaction whose statements are stopped past `timeoutMs` (a QueryTimeoutError). */
@@ -61,6 +63,7 @@ export function stoppedByTimeout(err: unknown, timeoutMs: number): unknown {
  */
 function copyWriter(client: pg.PoolClient, target: string, columns: DataColumn[]): RowWriter {
   const copy = client.query(copyFrom(`copy ${target} (${columns.map((c) => quoteIdentifier(c.name)).join(', ')}) from stdin with (format csv)`));
+  const types = columns.map((c) => c.type);
   let failure: Error | undefined;
   copy.on('error', (err: Error) => (failure ??= err)); // kept for the next call; never an unhandled event
   let released = false;
@@ -71,8 +74,13 @@ function copyWriter(client: pg.PoolClient, target: string, columns: DataColumn[]
   return {
     async write(rows) {
       if (failure) throw failure;
+      // Lines built field by field: no array per row (a million rows of garbage is the load's GC time).
       let text = '';
-      for (const row of rows) text += `${row.map((value, i) => copyField(columns[i].type, value)).join(',')}\n`;
+      for (const row of rows) {
+        text += copyField(types[0], row[0]);
+        for (let i = 1; i < types.length; i += 1) text += `,${copyField(types[i], row[i])}`;
+        text += '\n';
+      }
       if (!copy.write(text)) await once(copy, 'drain');
     },
     async end() {
