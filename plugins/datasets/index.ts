@@ -8,6 +8,7 @@ import { contractOperations, ContractService } from './contracts.ts';
 import { DatasetStore, type Dataset, type NewDataset } from './dataset-store.ts';
 import { columnLookup, compileFilter } from './filters.ts';
 import { DatasetLoader, type StagedTarget } from './loader.ts';
+import { indexColumns } from './lookup-index.ts';
 import { datasetMigrations } from './migrations.ts';
 import { datasetRoutes, parseUploadLimit } from './routes.ts';
 import { rowsReader, rowsStreamer, seesPii } from './rows-query.ts';
@@ -84,6 +85,7 @@ export default definePlugin({
       parseValue: parseJsonValue,
       rows: readRows,
       stream: rowsStreamer(storage, store, policies),
+      index: async (orgId, id, columns) => indexColumns(storage, await store.get(orgId, id), columns),
     });
     ctx.provideService(datasetContracts, operations);
     return {

@@ -158,6 +158,12 @@ export interface DatasetCatalog {
    * caller's capability to read datasets is not checked here. Stop early with `return()`.
    */
   stream(principal: Principal, orgId: number, datasetId: number, options?: { pageSize?: number }): AsyncIterable<RowsBlock>;
+  /**
+   * Creates, unless it exists, a database index of the dataset's table on these columns (in this
+   * order), for lookups by them; an unknown column is a 400 naming `columns.<i>`. A load that
+   * replaces the table loses it: call again when the dataset's version changed.
+   */
+  index(orgId: number, datasetId: number, columns: string[]): Promise<void>;
 }
 
 export const datasetCatalog = pluginServiceRef<DatasetCatalog>('datasets.catalog');
