@@ -66,11 +66,11 @@ export default definePlugin({
     ctx.contribute(scheduleTargets, {
       field: 'job_id',
       find: async (orgId, id) => (await jobs.find(orgId, id)) ?? null,
-      async fire(orgId, id, principal, scheduleId) {
+      async fire(orgId, id, principal, scheduleId, fireKey) {
         // As POST …/{id}/run asks of its caller: the schedule's owner must still be allowed to run jobs.
         if (!principal.capabilities.has('pipeline.run')) throw problems.forbidden('running a job needs the capability "pipeline.run"');
         const job = await jobs.get(orgId, id);
-        const run = await runs.build(orgId, { project_id: job.project_id, targets: job.targets, mode: job.mode, trigger: 'schedule', job_id: job.id, schedule_id: scheduleId }, principal);
+        const run = await runs.build(orgId, { project_id: job.project_id, targets: job.targets, mode: job.mode, trigger: 'schedule', job_id: job.id, schedule_id: scheduleId, idempotency_key: fireKey }, principal);
         return { run_id: run.id };
       },
     });

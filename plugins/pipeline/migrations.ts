@@ -141,4 +141,16 @@ export const pipelineMigrations: Record<string, Migration> = {
       await db.schema.dropTable('pipeline_scenarios').execute();
     },
   },
+  '2026-11-28T1000_pipeline_run_idempotency': {
+    async up({ db }) {
+      // What another plugin names a run by so that it starts once however often it asks (a
+      // schedule's fire retried after its instance died). Nulls never collide: unkeyed runs are free.
+      await db.schema.alterTable('pipeline_runs').addColumn('idempotency_key', 'text').execute();
+      await db.schema.createIndex('pipeline_runs_idempotency').on('pipeline_runs').columns(['org_id', 'idempotency_key']).unique().execute();
+    },
+    async down({ db }) {
+      await db.schema.dropIndex('pipeline_runs_idempotency').execute();
+      await db.schema.alterTable('pipeline_runs').dropColumn('idempotency_key').execute();
+    },
+  },
 };

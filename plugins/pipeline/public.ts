@@ -153,8 +153,9 @@ export interface RecipeTypeCatalog {
 
 export const pipelineRecipeTypes = pluginServiceRef<RecipeTypeCatalog>('pipeline.recipe-types');
 
-export type RunKind = 'recipe' | 'job' | 'scenario';
-export const RUN_KINDS: RunKind[] = ['recipe', 'job', 'scenario'];
+/** The pipeline's own kinds of run; other plugins contribute more (`pipeline.run-kinds`), so a run's kind is any of them. */
+export const RUN_KINDS = ['recipe', 'job', 'scenario'] as const;
+export type RunKind = string;
 export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'skipped';
 export type RunTrigger = 'manual' | 'api' | 'schedule' | 'scenario' | 'dependency';
 export const RUN_STATUSES: RunStatus[] = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'skipped'];
@@ -207,8 +208,20 @@ export interface RunFilter {
   cursor?: string;
 }
 
+/** What a plugin starting a run may add: which schedule starts it, and a key making it start once. */
+export interface RunStartOptions {
+  /** The schedule whose fire starts the run (with trigger `schedule`). */
+  schedule_id?: number | null;
+  /**
+   * At most one run per key in the organization: starting again with a key a run holds answers
+   * that run, started nothing. A caller that may retry after its instance died (a schedule's fire)
+   * passes the same key each time, so the retry never starts a second run.
+   */
+  idempotency_key?: string | null;
+}
+
 /** A build: the recipes producing `targets` and, by `mode`, those upstream (spec: jobs). */
-export interface BuildRequest {
+export interface BuildRequest extends RunStartOptions {
   project_id: number;
   targets: number[];
   mode: BuildMode;
@@ -299,7 +312,7 @@ export const pipelineRecipes = pluginServiceRef<PipelineRecipes>('pipeline.recip
 export const runSchema = z
   .object({
     id: z.number().int(),
-    kind: z.enum(RUN_KINDS as [RunKind, ...RunKind[]]),
+    kind: z.string().describe(`${RUN_KINDS.join(', ')}, or a kind another plugin contributes (training)`),
     status: z.enum(RUN_STATUSES as [RunStatus, ...RunStatus[]]),
     trigger: z.enum(RUN_TRIGGERS as [RunTrigger, ...RunTrigger[]]),
     project_id: z.number().int(),

@@ -22,6 +22,8 @@ export interface NewRun {
   created_by: number | null;
   status?: RunStatus;
   error?: { title: string; detail: string } | null;
+  /** At most one run of the organization holds a key (see RunStartOptions). */
+  idempotency_key?: string | null;
 }
 
 /** A page's cursor holds the id the next page's runs come before. */
@@ -51,12 +53,36 @@ export class RunStore {
         waits_for: run.waits_for ? this.storage.encodeJson(run.waits_for) : null,
         error: run.error ? this.storage.encodeJson(run.error) : null,
         created_by: run.created_by,
+        idempotency_key: run.idempotency_key ?? null,
         created_at: this.storage.now(),
         ...(run.status && FINAL_STATUSES.includes(run.status) ? { ended_at: this.storage.now() } : {}),
       })
       .returningAll()
       .executeTakeFirstOrThrow();
     return this.decode(row);
+  }
+
+  /**
+   * Starts a run with `start` in a transaction, once per idempotency key: with a key a run of the
+   * organization already holds, answers that run instead. The key is looked up in the same
+   * transaction; when two attempts at once both find none (Postgres: neither sees the other's
+   * uncommitted run), the unique index refuses the second one's run, rolling back all it wrote,
+   * and it answers the first one's.
+   */
+  async createOnce(orgId: number, key: string | null | undefined, start: (trx: Kysely<any>) => Promise<Run>): Promise<Run> {
+    if (!key) return this.storage.transaction(start);
+    try {
+      return await this.storage.transaction(async (trx) => (await this.byKey(orgId, key, trx)) ?? start(trx));
+    } catch (err) {
+      const existing = this.storage.isUniqueViolation(err) ? await this.byKey(orgId, key) : undefined;
+      if (!existing) throw err;
+      return existing;
+    }
+  }
+
+  private async byKey(orgId: number, key: string, db: Kysely<any> = this.storage.db): Promise<Run | undefined> {
+    const row = await db.selectFrom('pipeline_runs').selectAll().where('org_id', '=', orgId).where('idempotency_key', '=', key).executeTakeFirst();
+    return row && this.decode(row);
   }
 
   async get(orgId: number, id: number, db: Kysely<any> = this.storage.db): Promise<Run> {

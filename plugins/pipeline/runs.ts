@@ -60,10 +60,21 @@ export class PipelineRunner implements PipelineRuns {
   }
 
   async build(orgId: number, request: BuildRequest, principal: Principal): Promise<Run> {
-    return this.storage.transaction(async (trx) => {
+    return this.runs.createOnce(orgId, request.idempotency_key, async (trx) => {
       const run = await this.runs.create(
         orgId,
-        { kind: 'job', trigger: request.trigger, project_id: request.project_id, job_id: request.job_id ?? null, parent_run_id: request.parent_run_id ?? null, schedule_id: request.schedule_id ?? null, targets: request.targets, mode: request.mode, created_by: actingUser(principal)?.userId ?? null },
+        {
+          kind: 'job',
+          trigger: request.trigger,
+          project_id: request.project_id,
+          job_id: request.job_id ?? null,
+          parent_run_id: request.parent_run_id ?? null,
+          schedule_id: request.schedule_id ?? null,
+          targets: request.targets,
+          mode: request.mode,
+          created_by: actingUser(principal)?.userId ?? null,
+          idempotency_key: request.idempotency_key,
+        },
         trx,
       );
       return this.enqueue(trx, BUILD_WORK, orgId, run, principal);

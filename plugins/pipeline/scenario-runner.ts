@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { actingUser, HttpProblem, problems, WorkAborted, z, type BackgroundWork, type Principal, type RunPrincipal, type WorkContext } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
-import type { PipelineScenarios, Run, RunTrigger, ScenarioReport, StepContext, StepResult } from './public.ts';
+import type { PipelineScenarios, Run, RunStartOptions, RunTrigger, ScenarioReport, StepContext, StepResult } from './public.ts';
 import { FINAL_STATUSES, type RunStore } from './run-store.ts';
 import type { StepStatus } from './scenario-schemas.ts';
 import type { Scenario, ScenarioStore, StepRun } from './scenario-store.ts';
@@ -48,13 +48,17 @@ export class ScenarioRunner implements PipelineScenarios {
     return scenario ? { id: scenario.id, project_id: scenario.project_id, name: scenario.name } : null;
   }
 
-  async start(orgId: number, id: number, principal: Principal, trigger: RunTrigger, options: { schedule_id?: number | null } = {}): Promise<Run> {
-    return this.storage.transaction(async (trx) => this.startIn(trx, await this.scenarios.get(orgId, id, trx), principal, trigger, options.schedule_id ?? null));
+  async start(orgId: number, id: number, principal: Principal, trigger: RunTrigger, options: RunStartOptions = {}): Promise<Run> {
+    return this.runs.createOnce(orgId, options.idempotency_key, async (trx) => this.startIn(trx, await this.scenarios.get(orgId, id, trx), principal, trigger, options));
   }
 
   /** Creates the run with its steps copied from the scenario, and its first pass, in `trx`. */
-  async startIn(trx: Kysely<any>, scenario: Scenario, principal: Principal, trigger: RunTrigger, scheduleId: number | null = null): Promise<Run> {
-    const run = await this.runs.create(scenario.org_id, { kind: 'scenario', trigger, project_id: scenario.project_id, scenario_id: scenario.id, schedule_id: scheduleId, created_by: actingUser(principal)?.userId ?? null }, trx);
+  async startIn(trx: Kysely<any>, scenario: Scenario, principal: Principal, trigger: RunTrigger, options: RunStartOptions = {}): Promise<Run> {
+    const run = await this.runs.create(
+      scenario.org_id,
+      { kind: 'scenario', trigger, project_id: scenario.project_id, scenario_id: scenario.id, schedule_id: options.schedule_id ?? null, idempotency_key: options.idempotency_key, created_by: actingUser(principal)?.userId ?? null },
+      trx,
+    );
     await this.scenarios.addRunSteps(run.id, scenario.steps, trx);
     await this.enqueuePass(trx, scenario.org_id, { run_id: run.id, step: 0, waits: 0 }, principal);
     return run;

@@ -10,8 +10,8 @@ export default definePlugin({
     ctx.contribute(scheduleTargets, {
       field: 'scenario_id',
       find: (orgId, id) => scenarios.find(orgId, id),
-      async fire(orgId, id, principal, scheduleId) {
-        const run = await scenarios.start(orgId, id, principal, 'schedule', { schedule_id: scheduleId });
+      async fire(orgId, id, principal, scheduleId, fireKey) {
+        const run = await scenarios.start(orgId, id, principal, 'schedule', { schedule_id: scheduleId, idempotency_key: fireKey });
         return { run_id: run.id };
       },
     });

@@ -1,13 +1,10 @@
 import { definePlugin, kernelServices, z } from '../../kernel/plugin-api.ts';
 import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
-import { FIRE_WORK, Firing, type FirePayload } from './firing.ts';
+import { FIRE_ATTEMPTS, FIRE_TIMEOUT_MS, FIRE_WORK, Firing, type FirePayload } from './firing.ts';
 import { schedulerMigrations } from './migrations.ts';
 import { scheduleTargets, type ScheduleTarget } from './public.ts';
 import { scheduleRoutes } from './routes.ts';
 import { ScheduleStore } from './schedule-store.ts';
-
-/** One fire starts a run and records it: a minute is plenty. */
-const FIRE_TIMEOUT_MS = 60_000;
 
 /**
  * The `scheduler` router (/api/scheduler): schedules that run a target (a job, a scenario: kinds
@@ -38,7 +35,7 @@ export default definePlugin({
 
     const store = new ScheduleStore(storage);
     const firing = new Firing(storage, store, work, targetOf, (orgId) => enablement.isEnabled(ctx.pluginId, orgId));
-    work.handle<FirePayload>(FIRE_WORK, (context) => firing.fire(context), { payload: z.object({ schedule_id: z.number().int(), fire_at: z.string() }), timeoutMs: FIRE_TIMEOUT_MS });
+    work.handle<FirePayload>(FIRE_WORK, (context) => firing.fire(context), { payload: z.object({ schedule_id: z.number().int(), fire_at: z.string() }), timeoutMs: FIRE_TIMEOUT_MS, maxAttempts: FIRE_ATTEMPTS });
     work.handle('sweep', () => firing.sweep(), { timeoutMs: FIRE_TIMEOUT_MS });
     work.every('sweep', { cron: '*/5 * * * * *' });
 

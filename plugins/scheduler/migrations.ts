@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type { Migration } from '../../storage/index.ts';
 
 /**
@@ -46,6 +47,19 @@ export const schedulerMigrations: Record<string, Migration> = {
     async down({ db }) {
       await db.schema.dropTable('scheduler_fires').execute();
       await db.schema.dropTable('scheduler_schedules').execute();
+    },
+  },
+  '2026-11-28T1000_scheduler_fire_work': {
+    async up({ db }) {
+      // The work item finishing a fire: only it (a retry of it, after its instance died) may
+      // finish the fire. Null on fires recorded before.
+      await db.schema.alterTable('scheduler_fires').addColumn('work_id', 'integer').execute();
+      // Fires still firing, for the sweep that finishes those left so: a few rows, however long the history.
+      await db.schema.createIndex('scheduler_fires_firing').on('scheduler_fires').column('started_at').where(sql.ref('outcome'), '=', 'firing').execute();
+    },
+    async down({ db }) {
+      await db.schema.dropIndex('scheduler_fires_firing').execute();
+      await db.schema.alterTable('scheduler_fires').dropColumn('work_id').execute();
     },
   },
 };

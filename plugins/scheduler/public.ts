@@ -10,8 +10,13 @@ export interface ScheduleTarget {
   field: string;
   /** The target in the organization, or null when it does not exist (any more). */
   find(orgId: number, id: number): Promise<{ project_id: number; name: string } | null>;
-  /** Starts a run of the target for a schedule's fire (trigger "schedule"), acting as `principal`; answers the run's id. */
-  fire(orgId: number, id: number, principal: Principal, scheduleId: number): Promise<{ run_id: number }>;
+  /**
+   * Starts a run of the target for a schedule's fire (trigger "schedule"), acting as `principal`;
+   * answers the run's id. `fireKey` names the fire: a fire whose instance died is finished by
+   * calling again with the same key, so start at most one run per key and answer that run again
+   * (the pipeline's runs take it as their `idempotency_key`).
+   */
+  fire(orgId: number, id: number, principal: Principal, scheduleId: number, fireKey: string): Promise<{ run_id: number }>;
 }
 
 const fn = z.custom<(...args: never[]) => unknown>((value) => typeof value === 'function', 'must be a function');

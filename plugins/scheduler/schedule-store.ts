@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { problems } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 
@@ -162,24 +162,63 @@ export class ScheduleStore {
     return (await this.storage.db.selectFrom(SCHEDULES).selectAll().where('enabled', '=', true).where('next_run_at', '<', before).orderBy('next_run_at').limit(limit).execute()).map(this.decode);
   }
 
-  /** Records a fire time of a schedule; a second record of the same time fails (unique). */
-  async recordFire(fire: { org_id: number; schedule_id: number; fire_at: string; outcome: FireOutcome; error?: string | null }, db: Kysely<any>): Promise<number> {
+  /**
+   * Records a fire time of a schedule, by the work item `work_id` that fires it (a fire that ends
+   * at once has none); a second record of the same time fails (unique).
+   */
+  async recordFire(fire: { org_id: number; schedule_id: number; fire_at: string; outcome: FireOutcome; error?: string | null; work_id?: number }, db: Kysely<any>): Promise<number> {
     const row = await db
       .insertInto(FIRES)
-      .values({ ...fire, error: fire.error ?? null, started_at: this.storage.now() })
+      .values({ ...fire, error: fire.error ?? null, work_id: fire.work_id ?? null, started_at: this.storage.now() })
       .returning('id')
       .executeTakeFirstOrThrow();
     return Number(row.id);
   }
 
+  /** The fire of a schedule at `fireAt` still `firing` that the work item `workId` is to finish, if any. */
+  async unfinishedFire(scheduleId: number, fireAt: string, workId: number): Promise<number | undefined> {
+    const row = await this.storage.db
+      .selectFrom(FIRES)
+      .select('id')
+      .where('schedule_id', '=', scheduleId)
+      .where('fire_at', '=', fireAt)
+      .where('work_id', '=', workId)
+      .where('outcome', '=', 'firing')
+      .executeTakeFirst();
+    return row && Number(row.id);
+  }
+
+  /** Fires still `firing` that started before `before`, in every organization, with the work item finishing each. */
+  async staleFires(before: string, limit: number): Promise<{ id: number; org_id: number; schedule_id: number; fire_at: string; work_id: number }[]> {
+    const rows = await this.storage.db
+      .selectFrom(FIRES)
+      .select(['id', 'org_id', 'schedule_id', 'fire_at', 'work_id'])
+      // A literal, as the partial index scheduler_fires_firing says it (SQLite uses it only then).
+      .where('outcome', '=', sql.lit('firing'))
+      .where('started_at', '<', before)
+      // Fires recorded before fires named their item: whether their run started is unknown.
+      .where('work_id', 'is not', null)
+      .orderBy('started_at')
+      .limit(limit)
+      .execute();
+    return rows.map((row) => ({ id: Number(row.id), org_id: Number(row.org_id), schedule_id: Number(row.schedule_id), fire_at: row.fire_at, work_id: Number(row.work_id) }));
+  }
+
+  /** Gives a fire still `firing` by the work item `from` to the item `to`; false when it ended or another took it first. */
+  async handFire(id: number, from: number, to: number, db: Kysely<any>): Promise<boolean> {
+    const result = await db.updateTable(FIRES).set({ work_id: to }).where('id', '=', id).where('work_id', '=', from).where('outcome', '=', 'firing').executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  }
+
   /**
-   * Records how a fire ended. Committed lazily (Postgres): a crash of the database server may lose
-   * it, leaving the fire `firing`, while the fire itself and the next one were committed before.
+   * Records how a fire ended, once (a fire that ended stays so). Committed lazily (Postgres): a
+   * crash of the database server may lose it, leaving the fire `firing` until the sweep finishes
+   * it again, while the fire itself and the next one were committed before.
    */
   async endFire(id: number, outcome: FireOutcome, result: { run_id?: number; error?: string }): Promise<void> {
     await this.storage.transaction(async (trx) => {
       await this.storage.commitLazily(trx);
-      await trx.updateTable(FIRES).set({ outcome, run_id: result.run_id ?? null, error: result.error ?? null }).where('id', '=', id).execute();
+      await trx.updateTable(FIRES).set({ outcome, run_id: result.run_id ?? null, error: result.error ?? null }).where('id', '=', id).where('outcome', '=', 'firing').execute();
     });
   }
 

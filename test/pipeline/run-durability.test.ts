@@ -1,14 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import crypto from 'node:crypto';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
-import Database from 'better-sqlite3';
-import { SignJWT } from 'jose';
 import { sql } from 'kysely';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createScratchDatabase, DIALECTS, REPO_ROOT, startTestKernel, tempDir, until, type DialectName, type TestKernel } from '../harness/index.ts';
+import { client, databaseQuery, exited, killAll, killHard, launch, serverSettings, type ServerProcess } from '../harness/server-process.ts';
 import { createRecipe, emptyDataset, finished, loadDataset, rowsOf } from './pipeline-helpers.ts';
 
 /**
@@ -73,77 +68,9 @@ export async function slowCopy(ctx: RecipeHandlerContext<{ delay_ms: number }>) 
   );
 }
 
-/** A `tsx kernel/main.ts` process of its own process group (killed whole with SIGKILL). */
-interface ServerProcess {
-  url: string;
-  proc: ChildProcess;
-  output(): string;
-  gone: Promise<void>;
-}
-
-async function unusedPort(): Promise<number> {
-  const probe = net.createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const port = (probe.address() as net.AddressInfo).port;
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
-
-async function launch(env: Record<string, string>, live: ServerProcess[]): Promise<ServerProcess> {
-  const env2 = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', PORT: String(await unusedPort()), ...env };
-  const proc = spawn(path.join(REPO_ROOT, 'node_modules/.bin/tsx'), ['kernel/main.ts'], { cwd: REPO_ROOT, env: env2, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-  let text = '';
-  proc.stdout!.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
-  proc.stderr!.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
-  let ended = false;
-  const gone = new Promise<void>((resolve) => proc.once('close', () => resolve())).then(() => void (ended = true));
-  const server: ServerProcess = { url: '', proc, output: () => text, gone };
-  live.push(server);
-  const started = Date.now();
-  for (;;) {
-    const listening = /listening on (http:\/\/\S+)/.exec(text);
-    if (listening) return { ...server, url: listening[1] };
-    if (ended || Date.now() - started > 40_000) throw new Error(`the server did not start:\n${text}`);
-    await sleep(50);
-  }
-}
-
-/** SIGKILL to the server's whole process group (tsx, the server, its governed SQL processes). */
-async function killHard(server: ServerProcess): Promise<void> {
-  process.kill(-server.proc.pid!, 'SIGKILL');
-  await server.gone;
-}
-
-type Answer = { status: number; body: any };
-function client(url: string, token: string) {
-  return async (method: string, route: string, body?: unknown, contentType = 'application/json'): Promise<Answer> => {
-    const headers: Record<string, string> = { authorization: `Bearer ${token}` };
-    if (body !== undefined) headers['content-type'] = contentType;
-    const res = await fetch(`${url}${route}`, { method, headers, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body), signal: AbortSignal.timeout(30_000) });
-    const text = await res.text();
-    return { status: res.status, body: /json/.test(res.headers.get('content-type') ?? '') && text ? JSON.parse(text) : text };
-  };
-}
-
 /** The database itself, read while no server is running (or beside one): no API in between. */
 function databaseOf(dialect: DialectName, url: string) {
-  const query = async <T>(text: string, params: unknown[] = []): Promise<T[]> => {
-    if (dialect === 'sqlite') {
-      const db = new Database(url.replace(/^sqlite:/, ''), { readonly: true, fileMustExist: true });
-      try {
-        return db.prepare(text.replace(/\$\d+/g, '?')).all(...params) as T[];
-      } finally {
-        db.close();
-      }
-    }
-    const pgClient = new pg.Client({ connectionString: url });
-    await pgClient.connect();
-    try {
-      return (await pgClient.query(text, params)).rows as T[];
-    } finally {
-      await pgClient.end();
-    }
-  };
+  const query = databaseQuery(dialect, url);
   const physical = (table: string) => (dialect === 'sqlite' ? `"org_1__${table}"` : `org_1."${table}"`);
   return {
     query,
@@ -191,7 +118,7 @@ describe.each(DIALECTS)('a run whose server process is killed (SIGKILL) mid-run 
   };
   /** A server to talk to, whatever a failed test before left. */
   const serving = async () => {
-    if (server.proc.exitCode !== null || server.proc.signalCode !== null) await restart();
+    if (exited(server)) await restart();
   };
   const run = async (id: number) => (await api('GET', `/api/pipeline/runs/${id}`)).body as Record<string, any>;
   const logs = async (id: number) => ((await api('GET', `/api/pipeline/runs/${id}/logs`)).body.items as { message: string }[]).map((l) => l.message);
@@ -239,22 +166,7 @@ describe.each(DIALECTS)('a run whose server process is killed (SIGKILL) mid-run 
     writeSlowCopier(plugins);
     database = await createScratchDatabase(dialect, temp.dir);
     db = databaseOf(dialect, database.url);
-    const secret = crypto.randomBytes(48).toString('base64url');
-    env = {
-      DATA_DIR: path.join(temp.dir, 'data'),
-      DATABASE_URL: database.url,
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'error',
-      PLUGIN_WATCH: 'false',
-      JWT_SECRET: secret,
-      ADMIN_PASSWORD: 'admin-password-1',
-      MANIFESTS_DIR: [path.join(REPO_ROOT, 'manifests'), plugins].join(path.delimiter),
-      WORKER_LEASE_MS: '2000',
-      WORKER_POLL_MS: '200',
-      AUTH_RATE_LIMIT_PER_SEC: '0',
-      API_RATE_LIMIT_PER_SEC: '0',
-    };
-    token = await new SignJWT({ user_id: 1, role: 'admin' }).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).setIssuedAt().setExpirationTime('1h').sign(new TextEncoder().encode(secret));
+    ({ env, token } = await serverSettings(temp.dir, database.url, [path.join(REPO_ROOT, 'manifests'), plugins]));
     await restart();
     project = (await api('POST', '/api/projects', { key: 'DUR', name: 'Durability' })).body.id;
     const created = await api('POST', '/api/datasets', { name: 'numbers', project_id: project, columns: [{ name: 'id', type: 'integer' }, { name: 'word', type: 'string' }] });
@@ -264,7 +176,7 @@ describe.each(DIALECTS)('a run whose server process is killed (SIGKILL) mid-run 
     expect(loaded.status, JSON.stringify(loaded.body)).toBe(200);
   }, 90_000);
   afterAll(async () => {
-    for (const s of live) if (s.proc.exitCode === null && s.proc.signalCode === null) await killHard(s).catch(() => undefined);
+    await killAll(live);
     await database?.drop();
     temp.remove();
   });
