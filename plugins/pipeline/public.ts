@@ -153,9 +153,8 @@ export interface RecipeTypeCatalog {
 
 export const pipelineRecipeTypes = pluginServiceRef<RecipeTypeCatalog>('pipeline.recipe-types');
 
-/** The pipeline's own kinds of run; other plugins contribute more (`pipeline.run-kinds`), so a run's kind is any of them. */
-export const RUN_KINDS = ['recipe', 'job', 'scenario'] as const;
-export type RunKind = string;
+export type RunKind = 'recipe' | 'job' | 'scenario';
+export const RUN_KINDS: RunKind[] = ['recipe', 'job', 'scenario'];
 export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'skipped';
 export type RunTrigger = 'manual' | 'api' | 'schedule' | 'scenario' | 'dependency';
 export const RUN_STATUSES: RunStatus[] = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'skipped'];
@@ -229,8 +228,6 @@ export interface BuildRequest extends RunStartOptions {
   job_id?: number | null;
   /** The run of a scenario or other run this build belongs to. */
   parent_run_id?: number | null;
-  /** The schedule whose fire starts the build (with trigger `schedule`). */
-  schedule_id?: number | null;
 }
 
 /**
@@ -312,7 +309,7 @@ export const pipelineRecipes = pluginServiceRef<PipelineRecipes>('pipeline.recip
 export const runSchema = z
   .object({
     id: z.number().int(),
-    kind: z.string().describe(`${RUN_KINDS.join(', ')}, or a kind another plugin contributes (training)`),
+    kind: z.enum(RUN_KINDS as [RunKind, ...RunKind[]]),
     status: z.enum(RUN_STATUSES as [RunStatus, ...RunStatus[]]),
     trigger: z.enum(RUN_TRIGGERS as [RunTrigger, ...RunTrigger[]]),
     project_id: z.number().int(),
@@ -427,7 +424,7 @@ export interface PipelineScenarios {
   /** The scenario, or null when it is not one of the organization's. */
   find(orgId: number, id: number): Promise<ScenarioSummary | null>;
   /** Starts a run of the scenario acting as `principal` (a 404 problem for another organization's). */
-  start(orgId: number, id: number, principal: Principal, trigger: RunTrigger, options?: { schedule_id?: number | null }): Promise<Run>;
+  start(orgId: number, id: number, principal: Principal, trigger: RunTrigger, options?: RunStartOptions): Promise<Run>;
 }
 
 export const pipelineScenarios = pluginServiceRef<PipelineScenarios>('pipeline.scenarios');
