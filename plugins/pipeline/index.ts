@@ -3,13 +3,14 @@ import { datasetCatalog, datasetContracts, DATASET_DELETED, type DatasetDeletedE
 import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
 import { pipelineMigrations } from './migrations.ts';
 import { RecipePlanning } from './planning.ts';
-import { pipelineGraph, pipelineRecipes, pipelineRecipeTypes, pipelineRuns, pipelineScenarios, recipeTypes, stepTypes } from './public.ts';
+import { pipelineGraph, pipelineRecipes, pipelineRecipeTypes, pipelineRuns, pipelineScenarios, recipeTypes, runKinds, stepTypes } from './public.ts';
 import { recipeService } from './recipe-service.ts';
 import { RecipeChecks } from './recipe-checks.ts';
 import { RecipeExecution } from './recipe-execution.ts';
 import { RecipeStore } from './recipe-store.ts';
 import { RecipeTypes } from './recipe-types.ts';
 import { pipelineRoutes } from './routes.ts';
+import { RunKinds } from './run-kinds.ts';
 import { PipelineRunner } from './runs.ts';
 import { RunStore } from './run-store.ts';
 import { graphService } from './graph-service.ts';
@@ -28,7 +29,7 @@ const SETTLE_EVERY_MS = 15_000;
  * (`pipeline.recipe-types`), runs as background work, builds, flows; and the services the jobs,
  * lineage, scheduler and scenarios build on (`pipeline.runs`, `pipeline.graph`); scenarios of steps
  * whose types plugins contribute (`pipeline.step-types`), started by hand, by a dataset's change or
- * by a schedule (`pipeline.scenarios`).
+ * by a schedule (`pipeline.scenarios`); runs of kinds other plugins contribute (`pipeline.run-kinds`).
  */
 export default definePlugin({
   deps: { storage: kernelServices.storage, enablement: kernelServices.pluginEnablement, work: kernelServices.work, events: kernelServices.events, config: kernelServices.config, logger: kernelServices.logger },
@@ -55,7 +56,9 @@ export default definePlugin({
     const execution = new RecipeExecution(storage, catalog, types, planning);
     const checks = new RecipeChecks(projects, planning, execution);
     const scenarios = new ScenarioStore(storage);
-    const runner = new PipelineRunner(storage, work, runs, recipes, execution, catalog, scenarios, config.RECIPE_TIMEOUT_S);
+    const kinds = new RunKinds(ctx.pluginId, enablement);
+    ctx.provideExtensionPoint(runKinds, (contribution) => kinds.accept(contribution));
+    const runner = new PipelineRunner(storage, work, runs, recipes, execution, catalog, scenarios, config.RECIPE_TIMEOUT_S, kinds);
     runner.register();
     ctx.provideService(pipelineRuns, runner);
     const stepTypeCatalog = new StepTypes(ctx.pluginId, enablement);

@@ -10,6 +10,9 @@ import type { DataColumn, DataColumnType } from '../../storage/index.ts';
 /** A JSON Schema (draft 2020-12, the dialect of OpenAPI 3.1) as a plain object. */
 export type JsonSchema = Record<string, unknown>;
 
+/** Parameters checked against a JSON Schema as the pipeline checks a recipe's (ajv, every error as a field error under a location). */
+export { compileParams, type ParamsCheck } from './params-schema.ts';
+
 /** A recipe input or output as a recipe type sees it. */
 export interface RecipeDataset {
   id: number;
@@ -153,8 +156,9 @@ export interface RecipeTypeCatalog {
 
 export const pipelineRecipeTypes = pluginServiceRef<RecipeTypeCatalog>('pipeline.recipe-types');
 
-export type RunKind = 'recipe' | 'job' | 'scenario';
-export const RUN_KINDS: RunKind[] = ['recipe', 'job', 'scenario'];
+/** The pipeline's own kinds of run; other plugins contribute more (`pipeline.run-kinds`), so a run's kind is any of them. */
+export const RUN_KINDS = ['recipe', 'job', 'scenario'] as const;
+export type RunKind = string;
 export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'skipped';
 export type RunTrigger = 'manual' | 'api' | 'schedule' | 'scenario' | 'dependency';
 export const RUN_STATUSES: RunStatus[] = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'skipped'];
@@ -240,7 +244,53 @@ export interface PipelineRuns {
   get(orgId: number, id: number): Promise<Run>;
   list(orgId: number, filter: RunFilter): Promise<{ items: Run[]; next_cursor: string | null }>;
   cancel(orgId: number, id: number): Promise<Run>;
+  /**
+   * Starts a run of a kind a plugin contributed (`pipeline.run-kinds`), handed `payload` (JSON,
+   * kept with the run's work so a restart resumes it): a 422 problem when the kind is not offered
+   * in the organization.
+   */
+  start(orgId: number, request: { kind: string; project_id: number; trigger: RunTrigger; payload: unknown }, principal: Principal): Promise<Run>;
 }
+
+/** What a contributed kind's `execute` is given, for one attempt of one run. */
+export interface RunKindContext<P = any> {
+  orgId: number;
+  run: Run;
+  payload: P;
+  /** Who the run acts for (its capabilities as of this attempt). */
+  principal: RunPrincipal;
+  /** Aborted when the run is cancelled, times out (RECIPE_TIMEOUT_S) or its attempt must stop. */
+  signal: AbortSignal;
+  /** A line of the run's log. */
+  log(level: 'info' | 'warn' | 'error', message: string): void;
+}
+
+/**
+ * A kind of run another plugin contributes (a model's training): the pipeline keeps its status,
+ * logs, cancellation and retries as for a recipe's run; `execute` does the work. It resolves when
+ * the run succeeded; a throw fails the run with the error's message (a problem's detail).
+ */
+export interface RunKindContribution<P = any> {
+  kind: string;
+  description?: string;
+  execute(context: RunKindContext<P>): Promise<void>;
+}
+
+/** Contributed kinds of run (checked: a lower-case kind none of the pipeline's own, an `execute` function). */
+export const runKinds = defineExtensionPoint<RunKindContribution>({
+  id: 'pipeline.run-kinds',
+  key: (type) => type.kind,
+  schema: z
+    .object({
+      kind: z
+        .string()
+        .regex(/^[a-z][a-z0-9_]*$/, 'must be a lower-case identifier such as training')
+        .refine((kind) => !(RUN_KINDS as readonly string[]).includes(kind), 'is one of the pipeline\'s own kinds'),
+      description: z.string().optional(),
+      execute: z.custom<RunKindContribution['execute']>((value) => typeof value === 'function', 'must be a function'),
+    })
+    .strict(),
+});
 
 export const pipelineRuns = pluginServiceRef<PipelineRuns>('pipeline.runs');
 
@@ -309,7 +359,7 @@ export const pipelineRecipes = pluginServiceRef<PipelineRecipes>('pipeline.recip
 export const runSchema = z
   .object({
     id: z.number().int(),
-    kind: z.enum(RUN_KINDS as [RunKind, ...RunKind[]]),
+    kind: z.string().describe(`${RUN_KINDS.join(', ')}, or a kind another plugin contributes (training)`),
     status: z.enum(RUN_STATUSES as [RunStatus, ...RunStatus[]]),
     trigger: z.enum(RUN_TRIGGERS as [RunTrigger, ...RunTrigger[]]),
     project_id: z.number().int(),

@@ -1,7 +1,7 @@
 import { defineRoute, identitySchemas as s, problems, reply, z } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
 import type { ProjectCatalog } from '../projects/public.ts';
-import { runAnswer, runSchema, RUN_KINDS, RUN_STATUSES, RUN_TRIGGERS, type PipelineRecipes, type RunKind, type RunStatus, type RunTrigger } from './public.ts';
+import { runAnswer, runSchema, RUN_KINDS, RUN_STATUSES, RUN_TRIGGERS, type PipelineRecipes, type RunStatus, type RunTrigger } from './public.ts';
 import type { RecipeChecks } from './recipe-checks.ts';
 import type { RecipeStore } from './recipe-store.ts';
 import { publicRecipe } from './recipe-service.ts';
@@ -44,7 +44,7 @@ const listOf = <T extends string>(allowed: readonly T[], field: string) =>
 
 const runsQuery = z.object({
   status: listOf(RUN_STATUSES, 'status').optional().meta({ description: 'One or several statuses, comma-separated', example: 'failed,cancelled' }),
-  kind: z.enum(RUN_KINDS as [RunKind, ...RunKind[]]).optional(),
+  kind: z.string().regex(/^[a-z][a-z0-9_]*$/).max(100).optional().meta({ description: `${RUN_KINDS.join(', ')}, or a contributed kind (training)` }),
   trigger: z.enum(RUN_TRIGGERS as [RunTrigger, ...RunTrigger[]]).optional(),
   project_id: s.pathId.optional(),
   job_id: s.pathId.optional(),

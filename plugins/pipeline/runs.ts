@@ -1,28 +1,36 @@
 import type { Kysely } from 'kysely';
-import { actingUser, HttpProblem, problems, WorkAborted, z, type BackgroundWork, type Principal, type WorkContext } from '../../kernel/plugin-api.ts';
+import { actingUser, HttpProblem, problems, WorkAborted, z, type BackgroundWork, type Principal, type RunPrincipal, type WorkContext } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
 import { RecipeGraph } from './graph.ts';
-import type { BuildRequest, PipelineRuns, Run, RunStatus, RunTrigger } from './public.ts';
+import { RUN_KINDS, type BuildRequest, type PipelineRuns, type Run, type RunStatus, type RunTrigger } from './public.ts';
 import type { RecipeExecution } from './recipe-execution.ts';
 import type { RecipeStore } from './recipe-store.ts';
+import type { RunKinds } from './run-kinds.ts';
 import { FINAL_STATUSES, type RunStore } from './run-store.ts';
 import type { ScenarioStore } from './scenario-store.ts';
 
 const RECIPE_WORK = 'recipe';
 const BUILD_WORK = 'build';
+/** The work of a run of a kind another plugin contributed (`pipeline.run-kinds`). */
+const CONTRIBUTED_WORK = 'contributed-run';
 /** Beyond RECIPE_TIMEOUT_S, the time a run's work has to record its end (its statement or handler stops at the limit itself). */
 const WORK_MARGIN_MS = 60_000;
 /** Attempts of a recipe's work: a run cut short by its instance dying runs once more (its outputs were never half-written). */
 const RECIPE_ATTEMPTS = 2;
 
 /** Why a run failed, as its `error` says it. */
-function errorOf(err: unknown): { title: string; detail: string } {
+function errorOf(err: unknown, kind: string): { title: string; detail: string } {
   if (err instanceof HttpProblem) return { title: err.title, detail: err.detail ?? err.title };
   if (err instanceof WorkAborted && err.reason === 'timeout') return { title: 'Timed out', detail: err.message };
   const name = (err as Error)?.name;
-  return { title: name === 'RecipeHandlerError' ? `Recipe handler failed (${(err as { reason: string }).reason})` : name === 'QueryTimeoutError' ? 'Timed out' : 'Recipe failed', detail: (err as Error)?.message ?? String(err) };
+  const failed = kind === 'recipe' ? 'Recipe failed' : 'Run failed';
+  return { title: name === 'RecipeHandlerError' ? `Recipe handler failed (${(err as { reason: string }).reason})` : name === 'QueryTimeoutError' ? 'Timed out' : failed, detail: (err as Error)?.message ?? String(err) };
 }
+
+type RunLog = (level: 'info' | 'warn' | 'error', message: string) => void;
+/** What an attempt's work answers: its success's log line and what the run keeps of it. */
+type Outcome = { message: string; changes?: Parameters<RunStore['update']>[1] };
 
 /**
  * Runs: each recipe's run is background work of the kernel (leased, so exactly one instance runs
@@ -40,8 +48,9 @@ export class PipelineRunner implements PipelineRuns {
     private readonly catalog: DatasetCatalog,
     /** The steps of scenario runs, ended with a cancelled or abandoned run. */
     private readonly scenarioSteps: ScenarioStore,
-    /** RECIPE_TIMEOUT_S: how long one recipe run may take. */
+    /** RECIPE_TIMEOUT_S: how long one recipe run (or a contributed kind's) may take. */
     private readonly timeoutSeconds: number,
+    private readonly kinds: RunKinds,
   ) {}
 
   /** Registers the work handlers (at the plugin's init). */
@@ -49,6 +58,21 @@ export class PipelineRunner implements PipelineRuns {
     const payload = z.object({ run_id: z.number().int() });
     this.work.handle<{ run_id: number }>(RECIPE_WORK, (context) => this.executeRecipe(context), { payload, timeoutMs: this.timeoutSeconds * 1000 + WORK_MARGIN_MS, maxAttempts: RECIPE_ATTEMPTS });
     this.work.handle<{ run_id: number }>(BUILD_WORK, (context) => this.executeBuild(context), { payload, maxAttempts: 3 });
+    this.work.handle<{ run_id: number; payload: unknown }>(CONTRIBUTED_WORK, (context) => this.executeContributed(context), {
+      payload: z.object({ run_id: z.number().int(), payload: z.unknown() }),
+      timeoutMs: this.timeoutSeconds * 1000 + WORK_MARGIN_MS,
+      maxAttempts: RECIPE_ATTEMPTS,
+    });
+  }
+
+  async start(orgId: number, request: { kind: string; project_id: number; trigger: RunTrigger; payload: unknown }, principal: Principal): Promise<Run> {
+    if (!(await this.kinds.get(orgId, request.kind))) throw problems.unprocessable(`no run kind ${request.kind} is offered in this organization`);
+    return this.storage.transaction(async (trx) => {
+      const run = await this.runs.create(orgId, { kind: request.kind, trigger: request.trigger, project_id: request.project_id, created_by: actingUser(principal)?.userId ?? null }, trx);
+      const item = await this.work.enqueue(CONTRIBUTED_WORK, { orgId, payload: { run_id: run.id, payload: request.payload }, onBehalfOf: principal }, trx);
+      await this.runs.update(run.id, { work_id: item!.id }, trx);
+      return run;
+    });
   }
 
   async runRecipe(orgId: number, recipeId: number, principal: Principal, trigger: RunTrigger, parentRunId: number | null = null): Promise<Run> {
@@ -85,7 +109,11 @@ export class PipelineRunner implements PipelineRuns {
     return this.runs.get(orgId, id);
   }
 
-  list(orgId: number, filter: Parameters<RunStore['list']>[1]) {
+  /** A page of runs; a kind neither the pipeline's nor contributed is a 400 naming `query.kind`. */
+  async list(orgId: number, filter: Parameters<RunStore['list']>[1]) {
+    if (filter.kind && !(RUN_KINDS as readonly string[]).includes(filter.kind) && !(await this.kinds.known(filter.kind))) {
+      throw problems.badRequest(`unknown run kind ${filter.kind}`, [{ path: 'query.kind', message: `unknown kind "${filter.kind}" (use ${RUN_KINDS.join(', ')} or a contributed kind)` }]);
+    }
     return this.runs.list(orgId, filter);
   }
 
@@ -107,7 +135,8 @@ export class PipelineRunner implements PipelineRuns {
    * children not ended is cancelled the same way (a scenario's build with its recipes' runs).
    */
   private async cancelTree(orgId: number, run: Run): Promise<void> {
-    if (run.kind === 'recipe') return this.cancelOne(orgId, run);
+    // A recipe's run and a contributed kind's stop in their work; builds and scenarios here.
+    if (run.kind !== 'job' && run.kind !== 'scenario') return this.cancelOne(orgId, run);
     await this.finish(run.id, 'cancelled', { error: { title: 'Cancelled', detail: 'the run was cancelled' } });
     if (run.kind === 'scenario') {
       await this.scenarioSteps.endOpenSteps(run.id, 'cancelled', 'the run was cancelled');
@@ -140,35 +169,59 @@ export class PipelineRunner implements PipelineRuns {
     const orgId = context.orgId!;
     const run = await this.runs.get(orgId, context.payload.run_id);
     if (FINAL_STATUSES.includes(run.status)) return;
+    await this.attempt(context, run, async (principal, log) => {
+      if (!principal.capabilities.has('pipeline.run')) throw problems.forbidden(`${principal.onBehalfOf.username} may not run recipes any more (capability "pipeline.run")`);
+      const recipe = await this.recipes.get(orgId, run.recipe_id!);
+      const result = await this.execution.run(recipe, { principal, signal: context.signal, timeoutMs: this.timeoutSeconds * 1000, log });
+      return { message: `succeeded: ${result.rows} rows written`, changes: { rows_written: result.rows, input_versions: result.inputVersions } };
+    });
+    if (run.parent_run_id !== null) await this.advance(orgId, run.parent_run_id, context.principal);
+  }
+
+  /** The work of a contributed kind's run: its kind's `execute`, its outcome the run's as for a recipe's. */
+  private async executeContributed(context: WorkContext<{ run_id: number; payload: unknown }>): Promise<void> {
+    const orgId = context.orgId!;
+    const run = await this.runs.get(orgId, context.payload.run_id);
+    if (FINAL_STATUSES.includes(run.status)) return;
+    await this.attempt(context, run, async (principal, log) => {
+      const kind = await this.kinds.get(orgId, run.kind);
+      if (!kind) throw problems.unprocessable(`no run kind ${run.kind} is offered in this organization any more`);
+      await kind.execute({ orgId, run, payload: context.payload.payload, principal, signal: context.signal, log });
+      return { message: 'succeeded' };
+    });
+  }
+
+  /**
+   * One attempt at a run: marks it running, does `work` and ends the run with its outcome:
+   * succeeded, cancelled, timed out or failed. A run handed back (its plugin reloading, its instance
+   * stopping) or taken over is left to the next attempt: the throw goes on to the kernel.
+   */
+  private async attempt(context: WorkContext<unknown>, run: Run, work: (principal: RunPrincipal, log: RunLog) => Promise<Outcome>): Promise<void> {
     // Lines are written one after another, in the order they were logged, before the run ends.
     let logged = Promise.resolve();
-    const log = (level: 'info' | 'warn' | 'error', message: string) => void (logged = logged.then(() => this.runs.log(run.id, level, message)).catch(() => undefined));
+    const log: RunLog = (level, message) => void (logged = logged.then(() => this.runs.log(run.id, level, message)).catch(() => undefined));
     if (context.item.attempts > 1) log('warn', `attempt ${context.item.attempts}: the instance running the previous attempt stopped before it ended; running again`);
     await this.runs.update(run.id, { status: 'running', started_at: this.storage.now() });
     try {
       if (!context.principal) throw problems.forbidden('the run has nobody to act for');
-      if (!context.principal.capabilities.has('pipeline.run')) throw problems.forbidden(`${context.principal.onBehalfOf.username} may not run recipes any more (capability "pipeline.run")`);
-      const recipe = await this.recipes.get(orgId, run.recipe_id!);
-      const result = await this.execution.run(recipe, { principal: context.principal, signal: context.signal, timeoutMs: this.timeoutSeconds * 1000, log });
-      log('info', `succeeded: ${result.rows} rows written`);
+      const outcome = await work(context.principal, log);
+      log('info', outcome.message);
       await logged;
-      await this.finish(run.id, 'succeeded', { rows_written: result.rows, input_versions: result.inputVersions });
+      await this.finish(run.id, 'succeeded', outcome.changes);
     } catch (err) {
       const aborted = context.signal.aborted ? (context.signal.reason as WorkAborted) : null;
-      // Handed back (its plugin reloading, its instance stopping) or taken over: the next attempt runs it.
       if (aborted && (aborted.reason === 'released' || aborted.reason === 'lost')) throw err;
       if (aborted?.reason === 'cancelled') {
-        log('warn', 'cancelled: every output is as it was');
+        log('warn', run.kind === 'recipe' ? 'cancelled: every output is as it was' : 'cancelled');
         await logged;
         await this.finish(run.id, 'cancelled', { error: { title: 'Cancelled', detail: 'the run was cancelled' } });
       } else {
-        const error = aborted?.reason === 'timeout' ? { title: 'Timed out', detail: `the run took longer than RECIPE_TIMEOUT_S (${this.timeoutSeconds} s)` } : errorOf(err);
+        const error = aborted?.reason === 'timeout' ? { title: 'Timed out', detail: `the run took longer than RECIPE_TIMEOUT_S (${this.timeoutSeconds} s)` } : errorOf(err, run.kind);
         log('error', `failed: ${error.detail}`);
         await logged;
         await this.finish(run.id, 'failed', { error });
       }
     }
-    if (run.parent_run_id !== null) await this.advance(orgId, run.parent_run_id, context.principal);
   }
 
   /** Ends a run unless it already ended; answers whether it did. */
