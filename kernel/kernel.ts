@@ -34,7 +34,7 @@ import type { RequestState } from './http/state.ts';
 import { createLogger } from './logger.ts';
 import { kernelMigrations } from './migrations/index.ts';
 import { buildOpenApiDocument } from './openapi.ts';
-import { kernelServices, type CapabilityCatalog, type ServiceRef } from './plugin-api.ts';
+import { kernelServices, type CapabilityCatalog, type Delegation, type ServiceRef } from './plugin-api.ts';
 import { activeLifecycle, type ServiceLifecycle } from './registry/lifecycle.ts';
 import { PluginEnablement } from './registry/enablement.ts';
 import { PluginRegistry } from './registry/registry.ts';
@@ -105,6 +105,7 @@ export class Kernel {
     const rateLimitStore = settings.RATE_LIMIT_STORE === 'database' ? new DatabaseRateLimitStore(this.storage) : new MemoryRateLimitStore();
     const rateLimits = new RateLimits(rateLimitStore);
     this.runPrincipals = new RunPrincipals(identity, () => this.registry.current.capabilities);
+    const delegation: Delegation = { actFor: (userId, orgId) => this.runPrincipals.actFor(userId, orgId) };
     const vault = new Vault(this.secrets.vaultKey);
     const outbound = new OutboundHttp(settings.OUTBOUND_ALLOWED_HOSTS, settings.OUTBOUND_TIMEOUT_MS);
     const enablement = new PluginEnablement(this.storage, (id) => this.registry.manifestOf(id));
@@ -144,6 +145,7 @@ export class Kernel {
       [kernelServices.work.id]: (pluginId, lifecycle) => backgroundWorkFor(pluginId, workDeps, lifecycle),
       [kernelServices.events.id]: (pluginId, lifecycle) => domainEventsFor(pluginId, eventStore, this.events, this.storage.db, lifecycle),
       [kernelServices.pluginEnablement.id]: () => enablement,
+      [kernelServices.delegation.id]: () => delegation,
     };
     const authorizer = new Authorizer({
       authenticator: new Authenticator(identity, this.jwt, tokens),

@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { ZodType } from 'zod';
 import type { PluginVisibleSettings } from './config.ts';
 import type { RouteDefinition } from './route.ts';
+import type { UserPrincipal } from './auth/principal.ts';
 import type { PluginManifest } from './registry/manifest.ts';
 import type { Migration, Storage } from '../storage/index.ts';
 import type { AuditService } from './audit/audit-service.ts';
@@ -94,7 +95,19 @@ export const kernelServices = {
   events: serviceRef<DomainEvents>('kernel.events'),
   /** Which plugins serve which organization: extension-point owners offer a contribution only where its plugin is enabled. */
   pluginEnablement: serviceRef<PluginEnablementService>('kernel.plugin_enablement'),
+  /** A user's rights of now, for work done for that user outside their requests (an API Service reads with its publisher's). */
+  delegation: serviceRef<Delegation>('kernel.delegation'),
 };
+
+/** Acting for a user who is not the caller, with the rights that user holds now. */
+export interface Delegation {
+  /**
+   * A principal (`via: 'delegated'`) holding the capabilities the user has in the organization now
+   * (role baseline and groups), so row policies and PII rules apply as to that user; or why the
+   * user may not act there at all: removed, deactivated, or no longer a member.
+   */
+  actFor(userId: number, orgId: number): Promise<UserPrincipal | { refused: string }>;
+}
 
 export interface CapabilityCatalog {
   list(): { name: string; description: string; roles: readonly string[]; scope: 'organization' | 'platform'; plugin_id: string }[];

@@ -46,7 +46,7 @@ export interface RouteResponse {
 export type { Principal, UserPrincipal, ApiKeyPrincipal, RunPrincipal } from './auth/principal.ts';
 
 /** The caller a route's security admits: a user for `bearer`, a data API key for `apiKey`, nobody for `none`. */
-export type PrincipalFor<S extends RouteSecurity> = S extends 'bearer' ? UserPrincipal : S extends 'apiKey' ? ApiKeyPrincipal : null;
+export type PrincipalFor<S extends RouteSecurity> = S extends 'bearer' ? UserPrincipal & { readonly via: 'jwt' | 'pat' } : S extends 'apiKey' ? ApiKeyPrincipal : null;
 
 /**
  * The current organization a route's handler gets: always one on org-scoped routes and on `apiKey`

@@ -14,7 +14,8 @@ export interface UserPrincipal {
   readonly defaultOrgId: number | null;
   /** Effective capabilities of this request (role baseline, groups, token scopes). */
   readonly capabilities: ReadonlySet<string>;
-  readonly via: 'jwt' | 'pat';
+  /** `delegated`: not signed in, acted for by the platform with the user's rights of now (`kernelServices.delegation`). */
+  readonly via: 'jwt' | 'pat' | 'delegated';
   /** The personal access token used, if any. */
   readonly tokenId: number | null;
   /** A scoped token's scopes; null = the owner's full permissions. */

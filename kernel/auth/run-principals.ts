@@ -2,7 +2,13 @@ import type { IdentitySnapshot } from '../identity/identity-snapshot.ts';
 import { PLATFORM_ADMIN_ROLE } from '../identity/users.ts';
 import type { CapabilityInfo } from '../registry/generation.ts';
 import { effectiveCapabilities } from './capabilities.ts';
-import { runPrincipal, type RunPrincipal } from './principal.ts';
+import { runPrincipal, type RunPrincipal, type UserPrincipal } from './principal.ts';
+
+/** A user's rights in an organization as of now. */
+export interface UserRights {
+  user: { userId: number; username: string; role: string; isPlatformAdmin: boolean; defaultOrgId: number | null };
+  capabilities: ReadonlySet<string>;
+}
 
 /** Why a run may not act for its user any more; the run should end (failed), not retry. */
 export class RunNotAuthorizedError extends Error {}
@@ -20,19 +26,36 @@ export class RunPrincipals {
   ) {}
 
   async forRun(run: { runId: number; orgId: number | null; userId: number; scopes?: Iterable<string> | null }): Promise<RunPrincipal> {
-    await this.identity.refresh();
-    const user = await this.identity.user(run.userId);
-    if (!user) throw new RunNotAuthorizedError(`run ${run.runId}: user ${run.userId} no longer exists`);
-    if (!user.is_active) throw new RunNotAuthorizedError(`run ${run.runId}: user ${user.username} is deactivated`);
-    const isPlatformAdmin = user.role === PLATFORM_ADMIN_ROLE;
-    if (run.orgId !== null && !isPlatformAdmin && !(await this.identity.isMember(run.orgId, user.id))) {
-      throw new RunNotAuthorizedError(`run ${run.runId}: user ${user.username} is no longer a member of organization ${run.orgId}`);
-    }
-    // The user's own capabilities (kept by the snapshot under the user's key), narrowed here: a
-    // scoped set passed in would be kept under that same key.
-    const held = await effectiveCapabilities({ userId: user.id, role: user.role, isPlatformAdmin, tokenId: null, scopes: null }, run.orgId, this.catalogue(), this.identity);
+    const rights = await this.rightsOf(run.userId, run.orgId);
+    if ('refused' in rights) throw new RunNotAuthorizedError(`run ${run.runId}: ${rights.refused}`);
     const scopes = run.scopes == null ? null : new Set(run.scopes);
-    const capabilities = scopes ? [...held].filter((name) => scopes.has(name)) : held;
-    return runPrincipal({ runId: run.runId, orgId: run.orgId, onBehalfOf: { userId: user.id, username: user.username }, capabilities });
+    const capabilities = scopes ? [...rights.capabilities].filter((name) => scopes.has(name)) : rights.capabilities;
+    return runPrincipal({ runId: run.runId, orgId: run.orgId, onBehalfOf: { userId: rights.user.userId, username: rights.user.username }, capabilities });
+  }
+
+  /** `Delegation.actFor`: a principal with the user's rights of now in the organization, or the refusal. */
+  async actFor(userId: number, orgId: number): Promise<UserPrincipal | { refused: string }> {
+    const rights = await this.rightsOf(userId, orgId);
+    if ('refused' in rights) return rights;
+    return Object.freeze({ kind: 'user', ...rights.user, capabilities: rights.capabilities, via: 'delegated', tokenId: null, scopes: null });
+  }
+
+  /**
+   * What the user may do in the organization now (null: outside any), or why the user may not act
+   * there at all: removed, deactivated, or (platform admins aside) no longer a member.
+   */
+  async rightsOf(userId: number, orgId: number | null): Promise<UserRights | { refused: string }> {
+    await this.identity.refresh();
+    const user = await this.identity.user(userId);
+    if (!user) return { refused: `user ${userId} no longer exists` };
+    if (!user.is_active) return { refused: `user ${user.username} is deactivated` };
+    const isPlatformAdmin = user.role === PLATFORM_ADMIN_ROLE;
+    if (orgId !== null && !isPlatformAdmin && !(await this.identity.isMember(orgId, user.id))) {
+      return { refused: `user ${user.username} is no longer a member of organization ${orgId}` };
+    }
+    // The user's own capabilities (kept by the snapshot under the user's key), narrowed by callers:
+    // a scoped set passed in would be kept under that same key.
+    const capabilities = await effectiveCapabilities({ userId: user.id, role: user.role, isPlatformAdmin, tokenId: null, scopes: null }, orgId, this.catalogue(), this.identity);
+    return { user: { userId: user.id, username: user.username, role: user.role, isPlatformAdmin, defaultOrgId: user.default_org_id }, capabilities };
   }
 }

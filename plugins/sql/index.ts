@@ -16,10 +16,15 @@ export default definePlugin({
   init: ({ storage, config }, ctx) => {
     const catalog = ctx.useService(datasetCatalog);
 
-    async function execute(body: { sql: string; params: unknown[]; limit: number; timeout_ms: number }, orgId: number, principal: Principal, audit: RequestAudit) {
+    /**
+     * The statement as governed SQL reads it: checked, and each dataset it names as `principal` may
+     * see it (null: the platform describing it, nothing masked or limited), PII columns outside
+     * `unmasked` masked whatever the caller holds.
+     */
+    async function prepare(text: string, orgId: number, principal: Principal | null, unmasked?: readonly string[]) {
       let parsed: GovernedSelect;
       try {
-        parsed = await storage.parseGovernedSelect(body.sql);
+        parsed = await storage.parseGovernedSelect(text);
       } catch (err) {
         if (err instanceof SelectRefusedError) throw refused(err.message);
         throw err;
@@ -33,13 +38,31 @@ export default definePlugin({
       if (parsed.exact && missing.length) throw problems.badRequest(`no dataset named ${missing.map((m) => `"${m}"`).join(', ')} in this organization`, [{ path: 'body.sql', message: `unknown dataset ${missing[0]}` }]);
       // Each dataset as this caller may see it, by the name the query reads it by.
       const datasets: GovernedDataset[] = await Promise.all(reads.map((name) => catalog.governed(principal, byName.get(name.toLowerCase())!, name)));
+      if (unmasked) {
+        const clear = new Set(unmasked);
+        for (const [i, name] of reads.entries()) {
+          const pii = new Set(byName.get(name.toLowerCase())!.columns.filter((c) => c.pii && !clear.has(c.name)).map((c) => c.name));
+          datasets[i] = { ...datasets[i], columns: datasets[i].columns.map((c) => (pii.has(c.name) ? { ...c, masked: true } : c)) };
+        }
+      }
+      return { sql: parsed.sql, datasets, touched: [...new Set(reads.map((name) => byName.get(name.toLowerCase())!.id))] };
+    }
 
+    /** The problem a refusal of the database is answered with (others are rethrown as they are). */
+    function problemOf(err: unknown): unknown {
+      if (err instanceof QueryTimeoutError) return new HttpProblem(422, err.message, { title: 'Query timed out', errors: [{ path: 'body.timeout_ms', message: err.message }] });
+      if (err instanceof QueryRejectedError) return refused(`the database refused the query: ${err.message}`);
+      if (err instanceof GovernedSqlUnavailableError) return problems.unavailable(err.message);
+      return err;
+    }
+
+    async function execute(body: { sql: string; params: unknown[]; limit: number; timeout_ms: number; unmasked?: readonly string[] }, orgId: number, principal: Principal, audit: RequestAudit) {
+      const { sql, datasets, touched } = await prepare(body.sql, orgId, principal, body.unmasked);
       const started = performance.now();
       const digest = crypto.createHash('sha256').update(body.sql).digest('hex');
-      const touched = [...new Set(reads.map((name) => byName.get(name.toLowerCase())!.id))];
       try {
         const result = await storage.runReadOnly({
-          sql: parsed.sql,
+          sql,
           params: body.params,
           orgId,
           datasets,
@@ -55,16 +78,21 @@ export default definePlugin({
       } catch (err) {
         const outcome = err instanceof QueryTimeoutError ? 'timeout' : err instanceof QueryRejectedError ? 'rejected' : 'error';
         await audit.record({ action: 'sql.execute', outcome: 'failure', targetType: 'dataset', targetId: touched[0] ?? null, details: { query_sha256: digest, datasets: touched, reason: outcome } });
-        if (err instanceof QueryTimeoutError) throw new HttpProblem(422, err.message, { title: 'Query timed out', errors: [{ path: 'body.timeout_ms', message: err.message }] });
-        if (err instanceof QueryRejectedError) throw refused(`the database refused the query: ${err.message}`);
-        if (err instanceof GovernedSqlUnavailableError) throw problems.unavailable(err.message);
-        throw err;
+        throw problemOf(err);
       }
     }
 
     ctx.provideService(governedSql, {
+      describe: async (query, orgId) => {
+        const { sql, datasets } = await prepare(query.sql, orgId, null);
+        try {
+          return await storage.describeGoverned({ sql, params: query.params ?? [], orgId, datasets, mask: PII_MASK, timeoutMs: query.timeout_ms ?? 30_000 });
+        } catch (err) {
+          throw problemOf(err);
+        }
+      },
       run: (query, orgId, principal, audit) =>
-        execute({ sql: query.sql, params: query.params ?? [], limit: query.limit ?? 1000, timeout_ms: query.timeout_ms ?? 30_000 }, orgId, principal, audit),
+        execute({ sql: query.sql, params: query.params ?? [], limit: query.limit ?? 1000, timeout_ms: query.timeout_ms ?? 30_000, unmasked: query.unmasked }, orgId, principal, audit),
     });
 
     return {

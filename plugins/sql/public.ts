@@ -1,11 +1,17 @@
 /** The sql plugin's public contract: the governed query path, for plugins that depend on it. */
 import { pluginServiceRef, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
+import type { DataColumn } from '../../storage/index.ts';
 
 export interface GovernedQuery {
   sql: string;
   params?: unknown[];
   limit?: number;
   timeout_ms?: number;
+  /**
+   * The PII columns (by name, in any dataset read) the caller's `datasets.pii.read` unmasks; every
+   * other PII column reads masked whatever the caller holds. Absent: the caller's rights alone.
+   */
+  unmasked?: readonly string[];
 }
 
 export interface GovernedResult {
@@ -25,6 +31,11 @@ export interface GovernedSql {
    * same problems.
    */
   run(query: GovernedQuery, orgId: number, principal: Principal, audit: RequestAudit): Promise<GovernedResult>;
+  /**
+   * The result columns of a query, without reading a row: the statement checked as `run` checks it
+   * (same refusals), each `$n` bound to `params`.
+   */
+  describe(query: Pick<GovernedQuery, 'sql' | 'params' | 'timeout_ms'>, orgId: number): Promise<DataColumn[]>;
 }
 
 export const governedSql = pluginServiceRef<GovernedSql>('sql.governed');

@@ -1,0 +1,49 @@
+import { definePlugin, defineRoute, z } from '../../kernel/plugin-api.ts';
+import { apiServiceCalls } from '../publishing/public.ts';
+
+const params = z.object({
+  key: z.string().max(63).describe('The API Service'),
+  endpoint: z.string().max(63).describe('One of its endpoints'),
+});
+const answer = z.record(z.string(), z.unknown()).meta({ id: 'ApiServiceAnswer', description: 'sql: {columns, rows, row_count, truncated}; lookup: {key, rows} or, for a batch, {results: [{key, rows}]}' });
+const responses = {
+  200: { description: 'The endpoint\u2019s answer', schema: answer },
+  400: { description: 'An input that does not fit, naming the field' },
+  403: { description: 'A key of another service, an endpoint outside the key\u2019s allowed_endpoints, or a publisher who may not read any more' },
+  404: { description: 'No published service or endpoint of that name' },
+  409: { description: 'A lookup with on_multiple `error` found several rows for a key' },
+  429: { description: 'Over the key\u2019s rate (Retry-After)' },
+  501: { description: 'A function endpoint, or a model endpoint without the model registry' },
+};
+
+/** The service path (spec §4): GET|POST /api/service/{key}/{endpoint} with a data API key (X-API-Key), never a bearer token. */
+export default definePlugin({
+  deps: {},
+  init: (_services, ctx) => {
+    const calls = ctx.useService(apiServiceCalls);
+    return {
+      routes: [
+        defineRoute({
+          method: 'get',
+          path: '/{key}/{endpoint}',
+          summary: 'Call an API Service endpoint with inputs in the query string',
+          description: 'A sql endpoint takes its parameters, a lookup endpoint one key (a value per key column).',
+          security: 'apiKey',
+          request: { params, query: z.object({}).catchall(z.union([z.string(), z.array(z.string())])) },
+          responses,
+          handler: ({ params, query, principal, audit }) => calls.call({ serviceKey: params.key, endpoint: params.endpoint, principal, audit, input: { source: 'query', values: query } }),
+        }),
+        defineRoute({
+          method: 'post',
+          path: '/{key}/{endpoint}',
+          summary: 'Call an API Service endpoint with inputs in a JSON body',
+          description: 'A sql endpoint takes its parameters, a lookup endpoint one key or a batch `{keys: [{…}, …]}` (answered in input order).',
+          security: 'apiKey',
+          request: { params, body: z.record(z.string(), z.unknown()) },
+          responses,
+          handler: ({ params, body, principal, audit }) => calls.call({ serviceKey: params.key, endpoint: params.endpoint, principal, audit, input: { source: 'body', values: body } }),
+        }),
+      ],
+    };
+  },
+});

@@ -1,0 +1,76 @@
+import { problems, type ApiKeyPrincipal, type Delegation, type Principal, type RateLimits, type RequestAudit } from '../../kernel/plugin-api.ts';
+import type { DatasetCatalog } from '../datasets/public.ts';
+import type { GovernedSql } from '../sql/public.ts';
+import { lookupDataset } from './endpoints.ts';
+import type { KeyStore } from './key-store.ts';
+import { runLookupEndpoint } from './lookup-endpoint.ts';
+import type { ServiceStore } from './service-store.ts';
+import { runSqlEndpoint, type CallInput } from './sql-endpoint.ts';
+
+export interface CallDeps {
+  services: ServiceStore;
+  keys: KeyStore;
+  catalog: DatasetCatalog;
+  sql: GovernedSql;
+  delegation: Delegation;
+  rateLimits: RateLimits;
+  ensureIndex: ReturnType<typeof lookupIndexes>;
+}
+
+/** One call on the service path: which endpoint of which service, by whom, with what. */
+export interface EndpointCall {
+  serviceKey: string;
+  endpoint: string;
+  principal: ApiKeyPrincipal;
+  input: CallInput;
+  audit: RequestAudit;
+}
+
+/** The principal the endpoints of a service read with: its publisher's rights of now, or a 403 saying why not. */
+async function publisherOf(delegation: Delegation, publishedBy: number, orgId: number): Promise<Principal> {
+  const publisher = await delegation.actFor(publishedBy, orgId);
+  if ('refused' in publisher) throw problems.forbidden(`this API Service reads with the rights of the user who published it, and that user may not read any more: ${publisher.refused}`);
+  if (!publisher.capabilities.has('datasets.read')) {
+    throw problems.forbidden(`this API Service reads with the rights of the user who published it, and ${publisher.username} no longer holds the capability "datasets.read"`);
+  }
+  return publisher;
+}
+
+/** Keeps a lookup's key columns indexed: again after a load replaced the dataset's table (its version changed). */
+export function lookupIndexes(catalog: DatasetCatalog) {
+  const indexed = new Map<string, number>();
+  return async (orgId: number, datasetId: number, version: number, keys: string[]) => {
+    const name = `${datasetId}:${JSON.stringify(keys)}`;
+    if (indexed.get(name) === version) return;
+    await catalog.index(orgId, datasetId, keys);
+    indexed.set(name, version);
+  };
+}
+
+/**
+ * Serves GET|POST /api/service/{key}/{endpoint} (spec §4, §5.14). A service that is not published,
+ * or not of the key's organization, is not there (404); a key of another service or an endpoint
+ * outside its `allowed_endpoints` is refused (403); then the key's rate, then the endpoint runs
+ * with the publisher's rights, checked again on every call.
+ */
+export function endpointCalls(deps: CallDeps) {
+  return async ({ serviceKey, endpoint: name, principal, input, audit }: EndpointCall): Promise<unknown> => {
+    const service = await deps.services.byKey(serviceKey);
+    if (!service || service.status !== 'published' || service.org_id !== principal.orgId || service.published_by === null) throw problems.notFound(`no published API Service "${serviceKey}"`);
+    const key = await deps.keys.get(principal.orgId, Number(principal.keyId));
+    if (!key || key.service_id !== service.id) throw problems.forbidden(`this API key belongs to another API Service than "${serviceKey}"`);
+    const endpoint = service.endpoints.find((e) => e.name === name);
+    if (!endpoint) throw problems.notFound(`API Service "${serviceKey}" has no endpoint "${name}"`);
+    if (principal.allowed && !principal.allowed.has(name)) throw problems.forbidden(`this API key may not call the endpoint "${name}" (allowed_endpoints)`);
+    if (key.rate_limit_per_min !== null) {
+      await deps.rateLimits.take(principal, { name: 'publishing.key', limit: key.rate_limit_per_min, windowMs: 60_000, detail: `this API key may make ${key.rate_limit_per_min} calls a minute; retry later` });
+    }
+    if (endpoint.kind === 'function') throw problems.notImplemented(`the endpoint "${name}" is a function: declared, not callable yet`);
+    if (endpoint.kind === 'model') throw problems.notImplemented('model endpoints need the model registry');
+    const context = { orgId: principal.orgId, publisher: await publisherOf(deps.delegation, service.published_by, principal.orgId), fixed: key.fixed_params, audit };
+    if (endpoint.kind === 'sql') return runSqlEndpoint(endpoint, input, context, deps);
+    const dataset = await lookupDataset(deps.catalog, principal.orgId, endpoint, `endpoints.${name}`);
+    await deps.ensureIndex(principal.orgId, dataset.id, dataset.version, endpoint.config.keys);
+    return runLookupEndpoint(endpoint, dataset, input, context, deps.catalog);
+  };
+}

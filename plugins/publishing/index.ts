@@ -1,0 +1,30 @@
+import { apiKeyAuthenticators, definePlugin, kernelServices } from '../../kernel/plugin-api.ts';
+import { datasetCatalog } from '../datasets/public.ts';
+import { projectCatalog } from '../projects/public.ts';
+import { governedSql } from '../sql/public.ts';
+import { endpointCalls, lookupIndexes } from './calls.ts';
+import { DATA_KEY_PREFIX, KeyStore } from './key-store.ts';
+import { publishingMigrations } from './migrations.ts';
+import { apiServiceCalls } from './public.ts';
+import { apiServiceRoutes } from './routes.ts';
+import { ServiceStore } from './service-store.ts';
+
+/**
+ * The `publishing` router: API Services (spec §2.5, §3.4) and their data API keys (§5.14). The
+ * service path itself is the `api_service` router's, which calls `apiServiceCalls`.
+ */
+export default definePlugin({
+  deps: { storage: kernelServices.storage, tokens: kernelServices.tokens, delegation: kernelServices.delegation, rateLimits: kernelServices.rateLimits },
+  migrations: publishingMigrations,
+  init: ({ storage, tokens, delegation, rateLimits }, ctx) => {
+    const catalog = ctx.useService(datasetCatalog);
+    const services = new ServiceStore(storage);
+    // Kept as PATs are: a keyed HMAC under the kernel's PAT_HASH_KEY (the dpk_ prefix keeps the two apart).
+    const keys = new KeyStore(storage, (secret) => tokens.hmac(secret));
+    const sql = ctx.useService(governedSql);
+    const ensureIndex = lookupIndexes(catalog);
+    ctx.contribute(apiKeyAuthenticators, { id: 'publishing', prefix: DATA_KEY_PREFIX, authenticate: (key) => keys.authenticate(key) });
+    ctx.provideService(apiServiceCalls, { call: endpointCalls({ services, keys, catalog, sql, delegation, rateLimits, ensureIndex }) });
+    return { routes: apiServiceRoutes({ services, keys, catalog, projects: ctx.useService(projectCatalog), sql, ensureIndex }) };
+  },
+});

@@ -1,0 +1,44 @@
+import { problems } from '../../kernel/plugin-api.ts';
+import type { DatasetCatalog } from '../datasets/public.ts';
+
+/** The types an endpoint input (a SQL parameter, a lookup key or a fixed parameter) may have. */
+export const INPUT_TYPES = ['string', 'integer', 'number', 'boolean', 'date', 'timestamp'] as const;
+export type InputType = (typeof INPUT_TYPES)[number];
+
+/** The longest text an input may carry: a bound value, but not a way to make the database read megabytes. */
+export const MAX_INPUT_TEXT = 10_000;
+
+/** Where an input came from: a query string carries text, a JSON body typed values. */
+export type InputSource = 'query' | 'body';
+
+const INTEGER_TEXT = /^-?\d{1,16}$/;
+const NUMBER_TEXT = /^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d{1,3})?$/;
+
+/** A query string's text as the JSON value it stands for (left as is when it fits no form: the type check refuses it). */
+function fromText(type: InputType, text: string): unknown {
+  if (type === 'integer' && INTEGER_TEXT.test(text)) return Number(text);
+  if (type === 'number' && NUMBER_TEXT.test(text)) return Number(text);
+  if (type === 'boolean' && (text === 'true' || text === 'false')) return text === 'true';
+  return text;
+}
+
+/**
+ * A caller's value for an input of `type`, checked and typed (dates and timestamps as ISO text), or
+ * a 400 naming `path` (e.g. `query.region`). The value is only ever bound, never spliced into SQL;
+ * still, a NUL (which Postgres text cannot hold) and huge texts are refused here, the same on both
+ * adapters. Null stays null.
+ */
+export function typedInput(type: InputType, value: unknown, source: InputSource, path: string, parse: DatasetCatalog['parseValue']): unknown {
+  const refuse = (message: string) => problems.badRequest(`${path}: ${message}`, [{ path, message }]);
+  if (value === null) return null;
+  if (typeof value === 'object') throw refuse(`expected one ${type} value`);
+  if (typeof value === 'string') {
+    if (value.length > MAX_INPUT_TEXT) throw refuse(`must be at most ${MAX_INPUT_TEXT} characters`);
+    if (value.includes('\0')) throw refuse('must not contain a NUL character');
+  }
+  try {
+    return parse(type, source === 'query' && typeof value === 'string' ? fromText(type, value) : value);
+  } catch (err) {
+    throw refuse((err as Error).message);
+  }
+}

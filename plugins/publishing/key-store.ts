@@ -1,0 +1,121 @@
+import crypto from 'node:crypto';
+import { problems, type ApiKeyGrant } from '../../kernel/plugin-api.ts';
+import type { Storage } from '../../storage/index.ts';
+
+/** Every data API key starts with it (spec §5.14), so the kernel offers it to this plugin's authenticator alone. */
+export const DATA_KEY_PREFIX = 'dpk_';
+/** What lists show of a key to recognize it: the prefix and a few characters. */
+const DISPLAY_PREFIX_LENGTH = DATA_KEY_PREFIX.length + 6;
+/** How fresh `last_used_at` is kept: one write per key and minute, not one per call. */
+const LAST_USED_RESOLUTION_MS = 60_000;
+
+export type FixedParams = Record<string, string | number | boolean | null>;
+
+export interface DataKey {
+  id: number;
+  service_id: number;
+  name: string;
+  key_prefix: string;
+  /** Endpoint names the key may call; null: every endpoint of its service. */
+  allowed_endpoints: string[] | null;
+  /** Inputs locked for every call of the key (a SQL parameter or a lookup column). */
+  fixed_params: FixedParams;
+  rate_limit_per_min: number | null;
+  expires_at: string | null;
+  created_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+  state: 'active' | 'revoked' | 'expired';
+}
+
+export type KeyFields = Pick<DataKey, 'name' | 'allowed_endpoints' | 'fixed_params' | 'rate_limit_per_min' | 'expires_at'>;
+
+/** A key as a call sees it: what it may call and with which locked inputs. */
+export interface KeyRecord extends DataKey {
+  org_id: number;
+}
+
+/**
+ * Data API keys of API Services. Only a keyed HMAC of each secret is kept (`hmac`: the kernel's, as
+ * for PATs); the secret is answered once, at mint.
+ */
+export class KeyStore {
+  constructor(
+    private readonly storage: Storage,
+    private readonly hmac: (secret: string) => string,
+  ) {}
+
+  private decode(row: Record<string, any>): KeyRecord {
+    const expired = row.expires_at !== null && Date.parse(row.expires_at) <= Date.now();
+    return {
+      id: Number(row.id),
+      org_id: Number(row.org_id),
+      service_id: Number(row.service_id),
+      name: row.name,
+      key_prefix: row.key_prefix,
+      allowed_endpoints: row.allowed_endpoints === null ? null : this.storage.decodeJson<string[]>(row.allowed_endpoints),
+      fixed_params: this.storage.decodeJson<FixedParams>(row.fixed_params),
+      rate_limit_per_min: row.rate_limit_per_min === null ? null : Number(row.rate_limit_per_min),
+      expires_at: row.expires_at,
+      created_at: row.created_at,
+      last_used_at: row.last_used_at,
+      revoked_at: row.revoked_at,
+      state: row.revoked_at !== null ? 'revoked' : expired ? 'expired' : 'active',
+    };
+  }
+
+  async mint(orgId: number, serviceId: number, fields: KeyFields, userId: number): Promise<{ secret: string; key: KeyRecord }> {
+    const secret = `${DATA_KEY_PREFIX}${crypto.randomBytes(32).toString('base64url')}`;
+    const row = await this.storage.db
+      .insertInto('publishing_keys')
+      .values({
+        org_id: orgId,
+        service_id: serviceId,
+        name: fields.name,
+        key_hash: this.hmac(secret),
+        key_prefix: secret.slice(0, DISPLAY_PREFIX_LENGTH),
+        allowed_endpoints: fields.allowed_endpoints === null ? null : this.storage.encodeJson(fields.allowed_endpoints),
+        fixed_params: this.storage.encodeJson(fields.fixed_params),
+        rate_limit_per_min: fields.rate_limit_per_min,
+        expires_at: fields.expires_at,
+        created_by: userId,
+        created_at: this.storage.now(),
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    return { secret, key: this.decode(row) };
+  }
+
+  async list(orgId: number, serviceId: number): Promise<KeyRecord[]> {
+    const rows = await this.storage.db.selectFrom('publishing_keys').selectAll().where('org_id', '=', orgId).where('service_id', '=', serviceId).orderBy('id').execute();
+    return rows.map((row) => this.decode(row));
+  }
+
+  async get(orgId: number, id: number): Promise<KeyRecord | undefined> {
+    const row = await this.storage.db.selectFrom('publishing_keys').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst();
+    return row && this.decode(row);
+  }
+
+  /** Revokes the key; `revokedNow` is false when it already was. */
+  async revoke(orgId: number, serviceId: number, id: number): Promise<{ key: KeyRecord; revokedNow: boolean }> {
+    const found = await this.get(orgId, id);
+    if (!found || found.service_id !== serviceId) throw problems.notFound(`no data API key ${id} on API Service ${serviceId}`);
+    if (found.revoked_at !== null) return { key: found, revokedNow: false };
+    await this.storage.db.updateTable('publishing_keys').set({ revoked_at: this.storage.now() }).where('id', '=', id).where('revoked_at', 'is', null).execute();
+    return { key: (await this.get(orgId, id))!, revokedNow: true };
+  }
+
+  /** The grant of an active key (stamping its use), or null for an unknown, revoked or expired one. */
+  async authenticate(secret: string): Promise<ApiKeyGrant | null> {
+    const row = await this.storage.db.selectFrom('publishing_keys').selectAll().where('key_hash', '=', this.hmac(secret)).executeTakeFirst();
+    if (!row) return null;
+    const key = this.decode(row);
+    if (key.state !== 'active') return null;
+    const now = Date.now();
+    if (key.last_used_at === null || Date.parse(key.last_used_at) < now - LAST_USED_RESOLUTION_MS) {
+      await this.storage.db.updateTable('publishing_keys').set({ last_used_at: new Date(now).toISOString() }).where('id', '=', key.id).execute();
+    }
+    // A key carries no capability: what it may call is its service's endpoints, checked by the service path.
+    return { keyId: key.id, name: key.name, orgId: key.org_id, capabilities: [], allowed: key.allowed_endpoints };
+  }
+}

@@ -1,0 +1,62 @@
+import { problems } from '../../kernel/plugin-api.ts';
+import { PII_MASK, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
+import type { LookupEndpoint } from './endpoints.ts';
+import { typedInput, type InputType } from './inputs.ts';
+import { refuseInputs, type CallInput, type EndpointContext } from './sql-endpoint.ts';
+
+/** Keys one batch call may look up. */
+export const MAX_BATCH_KEYS = 100;
+
+type Row = Record<string, unknown>;
+
+/** A condition of the rows language (`column:operator:value`) matching one typed value. */
+const equals = (column: string, value: unknown) => (value === null ? `${column}:is_null:true` : `${column}:eq:${String(value)}`);
+
+/**
+ * Runs a `lookup` endpoint: one key from the inputs, or a batch (`{keys: [{…}, …]}` in a JSON body)
+ * answered in input order. Each key reads through the path of GET /api/datasets/{id}/rows with the
+ * publisher's rights (row policies, PII), its columns' values bound; 0..n rows per key as
+ * `on_multiple` says. A key column the API key fixes takes the fixed value, and fixed columns that
+ * are no key columns filter every key's rows.
+ */
+export async function runLookupEndpoint(endpoint: LookupEndpoint, dataset: DatasetInfo, input: CallInput, context: EndpointContext, catalog: DatasetCatalog) {
+  const { config } = endpoint;
+  const types = new Map(dataset.columns.map((c) => [c.name, c.type as InputType]));
+  const fixedFilters = Object.entries(context.fixed).map(([column, value]) => equals(column, typedInput(types.get(column)!, value, 'body', `fixed_params.${column}`, catalog.parseValue)));
+  const callerKeys = config.keys.filter((column) => !(column in context.fixed));
+  const unmasked = new Set(config.unmasked_columns);
+  const masked = dataset.columns.filter((c) => c.pii && !unmasked.has(c.name)).map((c) => c.name);
+  const limit = config.on_multiple === 'first' ? 1 : config.on_multiple === 'error' ? 2 : config.max_rows_per_key;
+
+  /** The key's conditions, each value typed against its column (a 400 naming `at.<column>`). */
+  const keyOf = (values: Record<string, unknown>, at: string) => {
+    refuseInputs(values, at, new Set(callerKeys), context.fixed);
+    return callerKeys.map((column) => {
+      const path = `${at}.${column}`;
+      if (values[column] === undefined) throw problems.badRequest(`${path}: required (a key is ${callerKeys.join(', ')})`, [{ path, message: 'required' }]);
+      return equals(column, typedInput(types.get(column)!, values[column], input.source, path, catalog.parseValue));
+    });
+  };
+
+  const rowsOf = async (conditions: string[], at: string): Promise<Row[]> => {
+    const page = await catalog.rows(context.publisher, context.orgId, dataset.id, { limit, filter: [...config.filters, ...fixedFilters, ...conditions], columns: config.columns?.join(',') });
+    if (config.on_multiple === 'error' && page.rows.length > 1) throw problems.conflict(`${at}: more than one row matches this key (the endpoint answers one row per key)`);
+    // PII the endpoint does not list reads masked, whatever the publisher may see.
+    for (const row of page.rows) for (const column of masked) if (row[column] !== undefined && row[column] !== null) row[column] = PII_MASK;
+    return page.rows;
+  };
+
+  const batch = input.source === 'body' && 'keys' in input.values ? input.values.keys : undefined;
+  if (batch === undefined) return { key: input.values, rows: await rowsOf(keyOf(input.values, input.source), input.source) };
+  if (Object.keys(input.values).length > 1) throw problems.badRequest('body: a batch holds `keys` only', [{ path: 'body', message: 'a batch holds keys only' }]);
+  if (!Array.isArray(batch) || batch.length === 0 || batch.length > MAX_BATCH_KEYS) {
+    throw problems.badRequest(`body.keys: must be a list of 1 to ${MAX_BATCH_KEYS} keys`, [{ path: 'body.keys', message: `1 to ${MAX_BATCH_KEYS} keys` }]);
+  }
+  const conditions = batch.map((key, i) => {
+    const at = `body.keys.${i}`;
+    if (typeof key !== 'object' || key === null || Array.isArray(key)) throw problems.badRequest(`${at}: must be an object of key columns`, [{ path: at, message: 'must be an object' }]);
+    return keyOf(key as Record<string, unknown>, at);
+  });
+  const rows = await Promise.all(conditions.map((keyConditions, i) => rowsOf(keyConditions, `body.keys.${i}`)));
+  return { results: batch.map((key, i) => ({ key, rows: rows[i] })) };
+}

@@ -1,0 +1,47 @@
+import type { Migration } from '../../storage/index.ts';
+
+/** API Services and their data API keys. Frozen: never import current code here. */
+export const publishingMigrations: Record<string, Migration> = {
+  '2026-11-27T2000_publishing': {
+    async up({ db, storage }) {
+      await storage
+        .addIdColumn(db.schema.createTable('publishing_services'))
+        .addColumn('org_id', 'integer', (c) => c.notNull().references('organizations.id').onDelete('cascade'))
+        .addColumn('project_id', 'integer', (c) => c.notNull())
+        .addColumn('name', 'text', (c) => c.notNull())
+        // The URL segment of /api/service/{key}/…: unique on the platform.
+        .addColumn('key', 'text', (c) => c.notNull().unique())
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('endpoints', storage.types.json, (c) => c.notNull())
+        .addColumn('published_by', 'integer')
+        .addColumn('published_at', storage.types.timestamp)
+        .addColumn('created_by', 'integer')
+        .addColumn('created_at', storage.types.timestamp, (c) => c.notNull())
+        .addColumn('updated_at', storage.types.timestamp, (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('publishing_services_org').on('publishing_services').columns(['org_id', 'project_id']).execute();
+      await storage
+        .addIdColumn(db.schema.createTable('publishing_keys'))
+        .addColumn('org_id', 'integer', (c) => c.notNull().references('organizations.id').onDelete('cascade'))
+        .addColumn('service_id', 'integer', (c) => c.notNull().references('publishing_services.id').onDelete('cascade'))
+        .addColumn('name', 'text', (c) => c.notNull())
+        // A keyed HMAC-SHA256 of the secret (as PATs are kept); the secret itself is never stored.
+        .addColumn('key_hash', 'text', (c) => c.notNull().unique())
+        .addColumn('key_prefix', 'text', (c) => c.notNull())
+        .addColumn('allowed_endpoints', storage.types.json)
+        .addColumn('fixed_params', storage.types.json, (c) => c.notNull())
+        .addColumn('rate_limit_per_min', 'integer')
+        .addColumn('expires_at', storage.types.timestamp)
+        .addColumn('created_by', 'integer')
+        .addColumn('created_at', storage.types.timestamp, (c) => c.notNull())
+        .addColumn('last_used_at', storage.types.timestamp)
+        .addColumn('revoked_at', storage.types.timestamp)
+        .execute();
+      await db.schema.createIndex('publishing_keys_service').on('publishing_keys').column('service_id').execute();
+    },
+    async down({ db }) {
+      await db.schema.dropTable('publishing_keys').execute();
+      await db.schema.dropTable('publishing_services').execute();
+    },
+  },
+};

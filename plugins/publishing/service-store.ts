@@ -1,0 +1,104 @@
+import { problems } from '../../kernel/plugin-api.ts';
+import type { Storage } from '../../storage/index.ts';
+import type { Endpoint } from './endpoints.ts';
+
+export const SERVICE_STATUSES = ['draft', 'published', 'unpublished'] as const;
+export type ServiceStatus = (typeof SERVICE_STATUSES)[number];
+
+export interface ApiService {
+  id: number;
+  org_id: number;
+  project_id: number;
+  name: string;
+  key: string;
+  status: ServiceStatus;
+  endpoints: Endpoint[];
+  /** The user whose rights the endpoints read with, from the last publish. */
+  published_by: number | null;
+  published_at: string | null;
+  created_by: number | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export type ServiceFields = Pick<ApiService, 'project_id' | 'name' | 'key' | 'endpoints'>;
+
+/** API Services: one organization's at a time, and any by its platform-wide key for the service path. */
+export class ServiceStore {
+  constructor(private readonly storage: Storage) {}
+
+  private decode(row: Record<string, any>): ApiService {
+    const id = (value: unknown) => (value === null ? null : Number(value));
+    return {
+      ...(row as ApiService),
+      id: Number(row.id),
+      org_id: Number(row.org_id),
+      project_id: Number(row.project_id),
+      endpoints: this.storage.decodeJson<Endpoint[]>(row.endpoints),
+      published_by: id(row.published_by),
+      created_by: id(row.created_by),
+    };
+  }
+
+  /** A key taken (by any organization's service) is a 409 naming it. */
+  private async keyUnique<T>(key: string, write: () => Promise<T>): Promise<T> {
+    try {
+      return await write();
+    } catch (err) {
+      if (this.storage.isUniqueViolation(err)) throw problems.conflict(`the service key "${key}" is taken; choose another`);
+      throw err;
+    }
+  }
+
+  create(orgId: number, fields: ServiceFields, userId: number | null): Promise<ApiService> {
+    const now = this.storage.now();
+    return this.keyUnique(fields.key, async () =>
+      this.decode(
+        await this.storage.db
+          .insertInto('publishing_services')
+          .values({ org_id: orgId, project_id: fields.project_id, name: fields.name, key: fields.key, status: 'draft', endpoints: this.storage.encodeJson(fields.endpoints), created_by: userId, created_at: now, updated_at: now })
+          .returningAll()
+          .executeTakeFirstOrThrow(),
+      ),
+    );
+  }
+
+  async list(orgId: number, projectId?: number): Promise<ApiService[]> {
+    let query = this.storage.db.selectFrom('publishing_services').selectAll().where('org_id', '=', orgId);
+    if (projectId !== undefined) query = query.where('project_id', '=', projectId);
+    return (await query.orderBy('id').execute()).map((row) => this.decode(row));
+  }
+
+  async get(orgId: number, id: number): Promise<ApiService> {
+    const row = await this.storage.db.selectFrom('publishing_services').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst();
+    if (!row) throw problems.notFound(`no API Service ${id} in this organization`);
+    return this.decode(row);
+  }
+
+  /** The service a call names by its key, whatever its organization or status. */
+  async byKey(key: string): Promise<ApiService | undefined> {
+    const row = await this.storage.db.selectFrom('publishing_services').selectAll().where('key', '=', key).executeTakeFirst();
+    return row && this.decode(row);
+  }
+
+  async update(orgId: number, id: number, fields: Partial<Omit<ServiceFields, 'project_id'>>): Promise<ApiService> {
+    const { endpoints, ...rest } = fields;
+    const set = { ...rest, ...(endpoints ? { endpoints: this.storage.encodeJson(endpoints) } : {}), updated_at: this.storage.now() };
+    await this.keyUnique(fields.key ?? '', () => this.storage.db.updateTable('publishing_services').set(set).where('org_id', '=', orgId).where('id', '=', id).execute());
+    return this.get(orgId, id);
+  }
+
+  /** Publishing records who published: the endpoints read with that user's rights from then on. */
+  async setStatus(orgId: number, id: number, status: Exclude<ServiceStatus, 'draft'>, userId: number): Promise<ApiService> {
+    const now = this.storage.now();
+    const published = status === 'published' ? { published_by: userId, published_at: now } : {};
+    await this.storage.db.updateTable('publishing_services').set({ status, ...published, updated_at: now }).where('org_id', '=', orgId).where('id', '=', id).execute();
+    return this.get(orgId, id);
+  }
+
+  /** Deletes the service and (cascading) its keys. */
+  async remove(orgId: number, id: number): Promise<void> {
+    const removed = await this.storage.db.deleteFrom('publishing_services').where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst();
+    if (Number(removed.numDeletedRows) === 0) throw problems.notFound(`no API Service ${id} in this organization`);
+  }
+}
