@@ -1,0 +1,34 @@
+import { definePlugin, kernelServices } from '../../kernel/plugin-api.ts';
+import { datasetCatalog } from '../datasets/public.ts';
+import { pipelineRuns, runKinds } from '../pipeline/public.ts';
+import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
+import { registryMigrations } from './migrations.ts';
+import { ModelStore } from './model-store.ts';
+import { registryModels } from './public.ts';
+import { RegistryService } from './registry-service.ts';
+import { registryRoutes } from './routes.ts';
+import { trainingKind } from './training.ts';
+
+/**
+ * The `registry` router: models trained in the platform (the pipeline's runs of kind `training`,
+ * contributed to `pipeline.run-kinds`), their immutable versions, the active one, predictions; and
+ * `registry.models` for the plugins serving them.
+ */
+export default definePlugin({
+  deps: { storage: kernelServices.storage },
+  migrations: registryMigrations,
+  init: ({ storage }, ctx) => {
+    const models = new ModelStore(storage);
+    const catalog = ctx.useService(datasetCatalog);
+    const projects = ctx.useService(projectCatalog);
+    const runs = ctx.useService(pipelineRuns);
+    ctx.contribute(runKinds, trainingKind(models, catalog));
+    const service = new RegistryService(models, runs);
+    ctx.provideService(registryModels, service);
+    ctx.contribute(projectDeleteGuards, async (orgId, projectId) => {
+      const count = await models.countInProject(orgId, projectId);
+      return count ? `it holds ${count} model${count === 1 ? '' : 's'}; delete them first` : null;
+    });
+    return { routes: registryRoutes({ models, service, runs, catalog, projects }) };
+  },
+});

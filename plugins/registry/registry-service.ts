@@ -1,0 +1,96 @@
+import { HttpProblem, problems, type FieldError } from '../../kernel/plugin-api.ts';
+import type { PipelineRuns } from '../pipeline/public.ts';
+import type { Predictor } from './algorithms.ts';
+import { valueProblem } from './encoding.ts';
+import { predictorOf, predictWith, type ModelArtifact } from './learn.ts';
+import type { Model, ModelStore, ModelVersion } from './model-store.ts';
+import type { Predictions, RegistryModels } from './public.ts';
+
+/** Loaded models kept for predictions, by version id (a version never changes once trained). */
+const LOADED_MAX = 32;
+
+/**
+ * Models as the routes and other plugins read them: versions with their run's outcome, the active
+ * version, predictions.
+ */
+export class RegistryService implements RegistryModels {
+  private readonly loaded = new Map<number, { artifact: ModelArtifact; predictor: Predictor }>();
+
+  constructor(
+    private readonly models: ModelStore,
+    private readonly runs: PipelineRuns,
+  ) {}
+
+  async find(orgId: number, modelId: number) {
+    const model = await this.models.get(orgId, modelId).catch(() => null);
+    return model && { id: model.id, name: model.name, active_version: model.active_version };
+  }
+
+  /**
+   * The model's versions, oldest first. A version still training whose run ended without it (cancelled
+   * before it started, or its instance lost twice) takes its run's outcome here.
+   */
+  async versions(orgId: number, modelId: number): Promise<ModelVersion[]> {
+    await this.models.get(orgId, modelId);
+    const versions = await this.models.versions(orgId, modelId);
+    for (const version of versions) {
+      if (version.status !== 'training' || version.run_id === null) continue;
+      const run = await this.runs.get(orgId, version.run_id);
+      if (run.status !== 'failed' && run.status !== 'cancelled') continue;
+      await this.models.ended(version.id, run.status, run.error?.detail ?? `its run ended ${run.status}`);
+      Object.assign(version, { status: run.status, error: run.error?.detail ?? null });
+    }
+    return versions;
+  }
+
+  /** Makes a trained version the active one (promote or roll back); a version not trained is a 409. */
+  async activate(orgId: number, modelId: number, number: number): Promise<{ model: Model; previous: number | null }> {
+    const model = await this.models.get(orgId, modelId);
+    const version = (await this.versions(orgId, modelId)).find((v) => v.version === number);
+    if (!version) throw problems.unprocessable(`model ${modelId} has no version ${number}`, [{ path: 'body.version', message: 'no such version' }]);
+    if (version.status !== 'ready') throw new HttpProblem(409, `version ${number} is ${version.status}: only a trained version can be active`, { errors: [{ path: 'body.version', message: `is ${version.status}` }] });
+    await this.models.activate(orgId, modelId, number);
+    return { model: await this.models.get(orgId, modelId), previous: model.active_version };
+  }
+
+  /** Deletes the model and its versions; refused (409) while a version is training: cancel its run first. */
+  async remove(orgId: number, modelId: number): Promise<Model> {
+    const model = await this.models.get(orgId, modelId);
+    const versions = await this.versions(orgId, modelId);
+    const training = versions.filter((v) => v.status === 'training');
+    if (training.length) throw problems.conflict(`version ${training[0].version} of model ${model.name} is training (run ${training[0].run_id}): cancel its run first`);
+    await this.models.remove(orgId, modelId);
+    for (const version of versions) this.loaded.delete(version.id);
+    return model;
+  }
+
+  async predict(orgId: number, modelId: number, number: number | null, rows: Record<string, unknown>[]): Promise<Predictions> {
+    const model = await this.models.get(orgId, modelId);
+    const wanted = number ?? model.active_version;
+    if (wanted === null) throw problems.conflict(`model ${model.name} has no active version yet`);
+    const version = await this.models.version(orgId, modelId, wanted);
+    if (!version) throw problems.conflict(`model ${model.name} has no version ${wanted}`);
+    if (version.status !== 'ready') throw problems.conflict(`version ${wanted} of model ${model.name} is ${version.status}`);
+    const { artifact, predictor } = await this.load(version.id);
+    const errors: FieldError[] = [];
+    rows.forEach((row, i) => {
+      for (const feature of artifact.features) {
+        const problem = feature.name in row ? valueProblem(feature, row[feature.name]) : 'missing';
+        if (problem) errors.push({ path: `body.rows.${i}.${feature.name}`, message: problem });
+      }
+    });
+    if (errors.length) throw problems.badRequest(`${errors.length} value(s) do not fit the model's features: ${errors.slice(0, 5).map((e) => `${e.path} ${e.message}`).join('; ')}`, errors.slice(0, 100));
+    return { ...predictWith(artifact, predictor, rows), version: wanted };
+  }
+
+  private async load(versionId: number) {
+    let entry = this.loaded.get(versionId);
+    if (!entry) {
+      const artifact = await this.models.artifact(versionId);
+      entry = { artifact, predictor: predictorOf(artifact) };
+      if (this.loaded.size >= LOADED_MAX) this.loaded.delete(this.loaded.keys().next().value!);
+      this.loaded.set(versionId, entry);
+    }
+    return entry;
+  }
+}
