@@ -5,18 +5,18 @@ const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /**
  * A model's compiled SQL with each relation dbt wrote (`"db"."schema"."orders"`, `ANALYTICS.DEV.orders`,
- * as the resource's `relation_name`) replaced by its dataset's quoted name; `reads`: the resources it
+ * as the resource's `relationNames` spell it) replaced by its dataset's quoted name; `reads`: the resources it
  * names. A relation counts only as a whole name, not inside a longer one. Null when the compiled SQL
  * reads the model's own relation (it was compiled as an incremental run): its raw Jinja is rendered
  * instead, `is_incremental()` false.
  */
 export function rewriteCompiled(model: DbtResource, compiled: string, resources: DbtResource[], datasetOf: Map<string, string>): Rendered | null {
   // Longest first: `db.s.orders_v2` is not rewritten as `db.s.orders` followed by `_v2`.
-  const relations = resources.filter((r) => r.relationName).sort((a, b) => b.relationName!.length - a.relationName!.length);
+  const relations = resources.flatMap((resource) => resource.relationNames.map((name) => ({ resource, name }))).sort((a, b) => b.name.length - a.name.length);
   let sql = compiled;
   const reads: string[] = [];
-  for (const resource of relations) {
-    const pattern = new RegExp(`(?<![\\w."\`\\]])${escape(resource.relationName!)}(?![\\w"\`\\[])`, 'gi');
+  for (const { resource, name } of relations) {
+    const pattern = new RegExp(`(?<![\\w."\`\\]])${escape(name)}(?![\\w"\`\\[])`, 'gi');
     if (!pattern.test(sql)) continue;
     if (resource.uniqueId === model.uniqueId) return null;
     const dataset = datasetOf.get(resource.uniqueId);

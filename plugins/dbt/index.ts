@@ -76,11 +76,17 @@ export default definePlugin({
           method: 'get',
           path: '/imports',
           summary: 'List dbt imports',
-          description: "This organization's dbt imports, newest first (at most 500), of one project with `project_id`.",
+          description: "This organization's dbt imports (of one project with `project_id`), newest first, a page at a time: `limit` (1 to 500, default 50) per page, the next from `cursor` (the previous page's `next_cursor`, null after the last).",
           capability: 'dbt.read',
-          request: { query: z.object({ project_id: s.pathId.optional() }) },
-          responses: { 200: { description: 'Imports', schema: z.object({ items: z.array(importSchema) }) } },
-          handler: async ({ query, orgId }) => ({ items: await store.list(orgId, query.project_id) }),
+          request: {
+            query: z.object({
+              project_id: s.pathId.optional(),
+              limit: z.coerce.number().int().min(1).max(500).default(50),
+              cursor: z.string().max(200).optional().meta({ description: 'The `next_cursor` of the previous page' }),
+            }),
+          },
+          responses: { 200: { description: 'A page of imports', schema: z.object({ items: z.array(importSchema), next_cursor: z.string().nullable() }).meta({ id: 'DbtImportPage' }) } },
+          handler: async ({ query, orgId }) => store.list(orgId, query),
         }),
         defineRoute({
           ...base,

@@ -27,8 +27,11 @@ export interface DbtResource {
   sourceName: string | null;
   description: string;
   columns: DbtColumn[];
-  /** How dbt's SQL names it (`"db"."schema"."orders"`), for rewriting compiled SQL. */
-  relationName: string | null;
+  /**
+   * How dbt's SQL may name it, for rewriting compiled SQL: its `relation_name` (`"db"."schema"."orders"`);
+   * without one (a seed before v8), its database, schema and relation as the adapters write them.
+   */
+  relationNames: string[];
   dependsOn: string[];
   language: string;
   rawCode: string | null;
@@ -65,6 +68,8 @@ const node = z.looseObject({
   resource_type: text,
   name: text,
   package_name: text.nullish(),
+  database: text.nullish(),
+  schema: text.nullish(),
   alias: text.nullish(),
   identifier: text.nullish(),
   source_name: text.nullish(),
@@ -74,9 +79,7 @@ const node = z.looseObject({
   depends_on: z.looseObject({ nodes: z.array(text).nullish() }).nullish(),
   language: text.nullish(),
   raw_code: text.nullish(),
-  raw_sql: text.nullish(),
   compiled_code: text.nullish(),
-  compiled_sql: text.nullish(),
   config: z.looseObject({ column_types: z.record(z.string(), z.unknown()).nullish() }).nullish(),
   test_metadata: z.looseObject({ name: text, namespace: text.nullish(), kwargs: z.record(z.string(), z.unknown()).nullish() }).nullish(),
   attached_node: text.nullish(),
@@ -89,6 +92,17 @@ const manifestShape = z.looseObject({
   /** v12: unit tests (fixtures of given rows and expected rows), which no rule type checks. */
   unit_tests: z.record(z.string(), z.unknown()).default({}),
 });
+
+/**
+ * `db.schema.name` as dbt's adapters write a relation: in double quotes (Postgres, Redshift, DuckDB…),
+ * in backticks (BigQuery, Databricks) or bare (Snowflake's default), with and without the database.
+ */
+function relationSpellings(parts: (string | null | undefined)[]): string[] {
+  const named = parts.filter((part): part is string => Boolean(part));
+  return [named, named.slice(1)]
+    .filter((form) => form.length >= 2)
+    .flatMap((form) => ['"', '`', ''].map((quote) => form.map((part) => `${quote}${part}${quote}`).join('.')));
+}
 
 /** `https://schemas.getdbt.com/dbt/manifest/v12.json` → 12; anything else → null. */
 function versionOf(url: string): number | null {
@@ -137,20 +151,21 @@ export function readManifest(manifest: unknown): DbtProject {
         columnName: n.column_name ?? (typeof meta?.kwargs?.column_name === 'string' ? meta.kwargs.column_name : null),
       });
     } else if ((DATASET_RESOURCES as readonly string[]).includes(n.resource_type)) {
+      const relation = (n.resource_type === 'source' ? n.identifier : n.alias) || n.name;
       resources.push({
         uniqueId: n.unique_id,
         resourceType: n.resource_type as DatasetResourceType,
         packageName: n.package_name ?? '',
         name: n.name,
-        relation: (n.resource_type === 'source' ? n.identifier : n.alias) || n.name,
+        relation,
         sourceName: n.source_name ?? null,
         description: n.description ?? '',
         columns: Object.values(n.columns ?? {}).map((c) => ({ name: c.name, description: c.description ?? '', dataType: c.data_type ?? null })),
-        relationName: n.relation_name ?? null,
+        relationNames: n.relation_name ? [n.relation_name] : relationSpellings([n.database, n.schema, relation]),
         dependsOn: n.depends_on?.nodes ?? [],
         language: n.language ?? 'sql',
-        rawCode: n.raw_code ?? n.raw_sql ?? null,
-        compiledCode: n.compiled_code ?? n.compiled_sql ?? null,
+        rawCode: n.raw_code ?? null,
+        compiledCode: n.compiled_code ?? null,
         columnTypes: Object.fromEntries(Object.entries(n.config?.column_types ?? {}).filter((e): e is [string, string] => typeof e[1] === 'string')),
       });
     } else {

@@ -168,6 +168,75 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
     expect(recipes.find((r) => r.name === 'model.jaffle_shop.stg_customers')!.params.query).toMatch(/FROM\s+"customers\w*"/);
   }, 60_000);
 
+  /**
+   * jaffle_shop end to end from one of its manifests, in a new project: imported (8 datasets, the
+   * models waiting for the seeds), jaffle_shop's seeds loaded, imported again (5 recipes, no
+   * relation of dbt's warehouse left), built here with dbt's row counts, imported a third time
+   * (the 20 tests as rules, which its data passes). Answers the three imports and the recipes.
+   */
+  async function jaffleEndToEnd(manifestText: string) {
+    const project = await newProject();
+    const body = form({ project_id: String(project) }, { manifest: manifestText });
+    const datasets = async () => (await t.request('GET', `/api/datasets?project_id=${project}&limit=500`)).body.items as { id: number; name: string }[];
+    // Names other projects took first get a suffix: each resource's dataset starts with its name.
+    const named = async (name: string) => (await datasets()).find((d) => d.name === name || d.name.startsWith(`${name}_`))!;
+    const first = await t.request('POST', '/api/dbt/imports', body);
+    expect(first.status, first.text).toBe(201);
+    expect(first.body.summary).toMatchObject({ datasets_created: 8, recipes_created: 0, rules_created: 0 });
+    const waiting: Record<string, string> = Object.fromEntries(first.body.summary.skipped.map((s: { unique_id: string; reason: string }) => [s.unique_id, s.reason]));
+    expect(waiting['model.jaffle_shop.stg_payments']).toMatch(/seed\.jaffle_shop\.raw_payments .*no columns yet/);
+    expect(waiting['model.jaffle_shop.orders']).toMatch(/depends on model\.jaffle_shop\.stg_\w+, which was skipped/);
+    // The 5 models wait for the seeds, the 20 tests for their models' columns.
+    const tests = Object.entries(waiting).filter(([id]) => id.startsWith('test.'));
+    expect([Object.keys(waiting).length, tests.length]).toEqual([25, 20]);
+    for (const [id, reason] of tests) expect(reason, id).toMatch(/column/);
+
+    for (const seedName of ['raw_customers', 'raw_orders', 'raw_payments']) {
+      const res = await t.request('POST', `/api/datasets/${(await named(seedName)).id}/data?mode=replace`, { body: fixture(`jaffle_shop_v11_parse/${seedName}.csv`), headers: { 'content-type': 'text/csv' } });
+      expect(res.status, res.text).toBe(200);
+    }
+    const second = await t.request('POST', '/api/dbt/imports', body);
+    expect(second.status, second.text).toBe(201);
+    expect(second.body.summary, JSON.stringify(second.body.summary.skipped)).toMatchObject({ datasets_created: 0, recipes_created: 5, recipes_updated: 0, lineage_edges: 8, removed: [] });
+    const recipes = (await t.request('GET', `/api/pipeline/recipes?project_id=${project}`)).body.items as { name: string; params: { query: string }; inputs: number[]; outputs: number[] }[];
+
+    const targets = [(await named('customers')).id, (await named('orders')).id];
+    const job = await t.request('POST', '/api/pipeline/jobs', { body: { project_id: project, name: 'jaffle', targets, mode: 'build_required' } });
+    expect(job.status, job.text).toBe(201);
+    const run = await finished(t, (await t.request('POST', `/api/pipeline/jobs/${job.body.id}/run`)).body.run.id, 60_000);
+    expect(run.status, JSON.stringify(run)).toBe('succeeded');
+    // jaffle_shop's own counts, model by model.
+    const counts: Record<string, number> = {};
+    for (const name of ['stg_customers', 'stg_orders', 'stg_payments', 'customers', 'orders']) counts[name] = (await t.request('GET', `/api/datasets/${(await named(name)).id}`)).body.row_count;
+    expect(counts).toEqual({ stg_customers: 100, stg_orders: 99, stg_payments: 113, customers: 100, orders: 99 });
+
+    const third = await t.request('POST', '/api/dbt/imports', body);
+    expect(third.status, third.text).toBe(201);
+    expect(third.body.summary).toMatchObject({ datasets_created: 0, recipes_created: 0, recipes_updated: 0, lineage_edges: 8, rules_created: 20, skipped: [] });
+    for (const dataset of await datasets()) {
+      for (const rule of (await t.request('GET', `/api/data-quality/rules?dataset_id=${dataset.id}`)).body) {
+        const checked = await t.request('POST', `/api/data-quality/rules/${rule.id}/run`);
+        expect(checked.body.status, `${rule.name}: ${checked.text}`).toBe('passed');
+      }
+    }
+    return { first: first.body, second: second.body, third: third.body, recipes };
+  }
+
+  it("reads a v7 manifest (dbt 1.3, Postgres): seeds without relation_name, compiled SQL rewritten, jaffle_shop's counts built", async () => {
+    const { first, recipes } = await jaffleEndToEnd(fixture('jaffle_shop_v7_compiled/manifest.json'));
+    expect(first).toMatchObject({ schema_version: 7, dbt_version: '1.3.0', dbt_project: null });
+    // Every model compiled: its SQL is dbt's, each "jaffle_shop"."dbt_jafsho".x now the dataset's name.
+    for (const recipe of recipes) expect(recipe.params.query, recipe.name).not.toMatch(/dbt_jafsho|\{\{/);
+    expect(recipes.find((r) => r.name === 'model.jaffle_shop.stg_payments')!.params.query).toMatch(/select \* from "raw_payments\w*"/);
+  }, 120_000);
+
+  it("reads a v8 manifest (dbt 1.4, BigQuery): `project`.`dataset`.relations rewritten, jaffle_shop's counts built", async () => {
+    const { first, recipes } = await jaffleEndToEnd(fixture('jaffle_shop_v8_compiled/manifest.json'));
+    expect(first).toMatchObject({ schema_version: 8, dbt_version: '1.4.1', dbt_project: null });
+    for (const recipe of recipes) expect(recipe.params.query, recipe.name).not.toMatch(/dbt-dev-dan|`jaffle_shop`/);
+    expect(recipes.find((r) => r.name === 'model.jaffle_shop.customers')!.params.query).toMatch(/select \* from "stg_customers\w*"/);
+  }, 120_000);
+
   const people = seed('people', { config: { column_types: { id: 'integer', name: 'varchar(20)', age: 'int' } } });
 
   it('takes catalog.json as a file of the form too: a source gets its typed columns and descriptions', async () => {
@@ -409,5 +478,36 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
     const intoMine = await importJson({ project_id: projectId, manifest: manifest([seed('intruder')]) }, other.token);
     expect(intoMine.status, intoMine.text).toBe(422);
     expect(await datasetByName('intruder')).toBeUndefined();
+  });
+
+  it('lists imports a page at a time, newest first, each once; a bad limit or cursor is a 400 naming it', async () => {
+    const project = await newProject();
+    const made: number[] = [];
+    for (let i = 0; i < 7; i++) made.unshift((await importJson({ project_id: project, manifest: manifest([]) })).body.id);
+    const page = async (query: string) => {
+      const res = await t.request('GET', `/api/dbt/imports?project_id=${project}&${query}`);
+      expect(res.status, res.text).toBe(200);
+      return res.body as { items: { id: number }[]; next_cursor: string | null };
+    };
+    const seen: number[][] = [];
+    let cursor: string | null = null;
+    do {
+      const next: Awaited<ReturnType<typeof page>> = await page(`limit=3${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+      seen.push(next.items.map((i) => i.id));
+      cursor = next.next_cursor;
+      // An import made while the pages are read comes first, on no page already read or still to read.
+      if (seen.length === 1) await importJson({ project_id: project, manifest: manifest([]) });
+    } while (cursor);
+    expect(seen).toEqual([made.slice(0, 3), made.slice(3, 6), made.slice(6)]);
+    // The default page (50) holds them all, the newest first, and says there is no next.
+    const all = await page('');
+    expect([all.items.length, all.items[1].id, all.next_cursor]).toEqual([8, made[0], null]);
+
+    const forged = Buffer.from(JSON.stringify({ before: 'x' })).toString('base64url');
+    for (const [query, path] of [['limit=0', 'query.limit'], ['limit=501', 'query.limit'], ['limit=two', 'query.limit'], ['cursor=not-ours', 'query.cursor'], [`cursor=${forged}`, 'query.cursor']]) {
+      const res = await t.request('GET', `/api/dbt/imports?project_id=${project}&${query}`);
+      expect(res.status, `${query}: ${res.text}`).toBe(400);
+      expect(res.body.errors.map((e: { path: string }) => e.path), query).toContain(path);
+    }
   });
 });
