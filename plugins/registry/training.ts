@@ -43,7 +43,7 @@ export function trainingKind(models: ModelStore, catalog: DatasetCatalog): RunKi
         }
         log('info', `read ${rows} rows of dataset ${dataset.name} (version ${dataset.version}) as ${principal.onBehalfOf.username}`);
         const result = await trainInThread({ algorithm: version.algorithm, task: model.task, params: version.spec.params, features: version.spec.features, target: version.target, test_ratio: version.spec.test_ratio, seed: version.spec.seed, columns, rows }, signal);
-        await models.trained(version, result, dataset.version);
+        if (!(await models.trained(version, result, dataset.version))) throw problems.conflict(`version ${version.version} stopped training meanwhile`);
         log('info', `version ${version.version} trained on ${result.training_rows} rows, scored on ${result.test_rows}: ${JSON.stringify(result.metrics, (key, value) => (key === 'confusion_matrix' ? undefined : value))}`);
       } catch (err) {
         const aborted = signal.aborted ? (signal.reason as WorkAborted) : null;

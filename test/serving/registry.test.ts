@@ -234,13 +234,17 @@ describe.each(DIALECTS)('model registry (%s)', (dialect) => {
     expect((await t.request('GET', '/api/registry/models')).body.items.map((m: { id: number }) => m.id)).not.toContain(model);
   });
 
-  it('the server keeps serving while a model trains', async () => {
-    const started = await train({ name: 'busy', dataset_id: classes, target: 'label', features: ['x1', 'x2', 'side'], task: 'classification', algorithm: 'logistic', params: { num_steps: 30000 } });
-    await until(async () => (await t.request('GET', `/api/pipeline/runs/${started.body.run.id}`)).body.status, (s) => s !== 'queued');
+  it('the server keeps serving while a model trains in its thread; cancelling the running training stops it', async () => {
+    const started = await train({ name: 'busy', dataset_id: classes, target: 'label', features: ['x1', 'x2', 'side'], task: 'classification', algorithm: 'logistic', params: { num_steps: 100000 } });
+    const runId = started.body.run.id;
+    await until(async () => (await t.request('GET', `/api/pipeline/runs/${runId}/logs`)).text, (text) => text.includes('read 150 rows'));
     const t0 = Date.now();
     expect((await t.request('GET', '/api/registry/models')).status).toBe(200);
     expect(Date.now() - t0).toBeLessThan(1000);
-    await t.request('POST', `/api/pipeline/runs/${started.body.run.id}/cancel`);
-    await finished(t, started.body.run.id);
+    expect((await t.request('GET', `/api/pipeline/runs/${runId}`)).body.status).toBe('running');
+    expect((await t.request('POST', `/api/pipeline/runs/${runId}/cancel`)).status).toBe(200);
+    const run = await finished(t, runId, 10_000);
+    expect(run.status).toBe('cancelled');
+    expect((await t.request('GET', `/api/registry/models/${started.body.model.id}/versions`)).body.items[0]).toMatchObject({ status: 'cancelled', error: 'the work was cancelled' });
   });
 });
