@@ -6,6 +6,8 @@ import type { ModelStore } from './model-store.ts';
 import { trainInThread } from './training-thread.ts';
 
 export const TRAINING_KIND = 'training';
+/** The most rows a training reads: they are held in memory twice (here, and copied into the training thread). */
+export const MAX_TRAINING_ROWS = 1_000_000;
 
 export interface TrainingPayload {
   version_id: number;
@@ -40,6 +42,7 @@ export function trainingKind(models: ModelStore, catalog: DatasetCatalog): RunKi
           for (const name of wanted) columns[name].push(...block.values[block.columns.indexOf(name)]);
           rows += block.rows;
           if (signal.aborted) throw signal.reason;
+          if (rows > MAX_TRAINING_ROWS) throw problems.unprocessable(`dataset ${dataset.name} has more than ${MAX_TRAINING_ROWS} rows a training may read; train on a sample of it (a sample recipe)`);
         }
         log('info', `read ${rows} rows of dataset ${dataset.name} (version ${dataset.version}) as ${principal.onBehalfOf.username}`);
         const result = await trainInThread({ algorithm: version.algorithm, task: model.task, params: version.spec.params, features: version.spec.features, target: version.target, test_ratio: version.spec.test_ratio, seed: version.spec.seed, columns, rows }, signal);

@@ -234,6 +234,18 @@ describe.each(DIALECTS)('model registry (%s)', (dialect) => {
     expect((await t.request('GET', '/api/registry/models')).body.items.map((m: { id: number }) => m.id)).not.toContain(model);
   });
 
+  it('a project holding a model cannot be deleted (409) until the model is', async () => {
+    const other = (await t.request('POST', '/api/projects', { body: { key: 'ML2', name: 'More models' } })).body.id;
+    const started = await t.request('POST', '/api/registry/models', { body: { project_id: other, name: 'elsewhere', dataset_id: linear, target: 'y', features: ['x'], task: 'regression', algorithm: 'linear' } });
+    expect(started.status, started.text).toBe(202);
+    await finished(t, started.body.run.id);
+    const refused = await t.request('DELETE', `/api/projects/${other}`);
+    expect(refused.status).toBe(409);
+    expect(refused.body.detail).toMatch(/1 model/);
+    expect((await t.request('DELETE', `/api/registry/models/${started.body.model.id}`)).status).toBe(204);
+    expect((await t.request('DELETE', `/api/projects/${other}`)).status).toBe(204);
+  });
+
   it('the server keeps serving while a model trains in its thread; cancelling the running training stops it', async () => {
     const started = await train({ name: 'busy', dataset_id: classes, target: 'label', features: ['x1', 'x2', 'side'], task: 'classification', algorithm: 'logistic', params: { num_steps: 100000 } });
     const runId = started.body.run.id;
