@@ -1,4 +1,4 @@
-import { defineRoute, identitySchemas as s, problems, reply, z, type RouteDefinition } from '../../kernel/plugin-api.ts';
+import { defineRoute, identitySchemas as s, problems, reply, z, type RouteDefinition, type UserPrincipal } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
 import type { ProjectCatalog } from '../projects/public.ts';
 import type { GovernedSql } from '../sql/public.ts';
@@ -79,6 +79,10 @@ export function apiServiceRoutes({ services, keys, catalog, projects, sql, ensur
     }
   };
   const published = (service: ApiService) => service.status === 'published';
+  /** Publishing, or changing what a published service reads, lends the caller's rights to its endpoints. */
+  const mayLendRights = (principal: UserPrincipal) => {
+    if (!principal.capabilities.has('datasets.read')) throw problems.forbidden('a published service reads with your rights to read datasets: this needs the capability "datasets.read"');
+  };
 
   return [
     defineRoute({
@@ -124,15 +128,21 @@ export function apiServiceRoutes({ services, keys, catalog, projects, sql, ensur
       method: 'patch',
       path: '/api-services/{id}',
       summary: 'Change an API Service',
-      description: 'Changes the name, key or endpoints (its project stays). A published service serves the new endpoints at once, with the rights of who published it.',
+      description: 'Changes the name, key or endpoints (its project stays). A published service serves new endpoints at once, reading with the rights of who changed them (`published_by`).',
       capability: 'publishing.write',
       request: { params: idParams, body: serviceInput.omit({ project_id: true }).partial() },
       responses: { 200: { description: 'The API Service', schema: serviceSchema }, 409: { description: 'The key is taken' }, 422: { description: 'A dataset that does not exist here' } },
-      handler: async ({ params, body, orgId, audit }) => {
+      handler: async ({ params, body, orgId, principal, audit }) => {
         const current = await services.get(orgId, params.id);
         if (body.endpoints) await check(orgId, body.endpoints);
-        if (body.endpoints && published(current)) await indexLookups(orgId, body.endpoints);
-        const service = await services.update(orgId, params.id, body);
+        // New endpoints of a published service read with the rights of who wrote them, never with
+        // the earlier publisher's: nobody makes a service read what they could not read themselves.
+        const republished = body.endpoints !== undefined && published(current);
+        if (republished) {
+          mayLendRights(principal);
+          await indexLookups(orgId, body.endpoints!);
+        }
+        const service = await services.update(orgId, params.id, { ...body, ...(republished ? { published_by: principal.userId } : {}) });
         await audit.record({ action: 'publishing.service.update', targetType: 'api_service', targetId: service.id, details: { changes: Object.keys(body) } });
         return publicService(service);
       },
@@ -163,7 +173,7 @@ export function apiServiceRoutes({ services, keys, catalog, projects, sql, ensur
       request: { params: idParams },
       responses: { 200: { description: 'The API Service', schema: serviceSchema } },
       handler: async ({ params, orgId, principal, audit }) => {
-        if (!principal.capabilities.has('datasets.read')) throw problems.forbidden('publishing lends the service your rights to read datasets: it needs the capability "datasets.read"');
+        mayLendRights(principal);
         const current = await services.get(orgId, params.id);
         await check(orgId, current.endpoints);
         await indexLookups(orgId, current.endpoints);

@@ -81,7 +81,7 @@ export class ServiceStore {
     return row && this.decode(row);
   }
 
-  async update(orgId: number, id: number, fields: Partial<Omit<ServiceFields, 'project_id'>>): Promise<ApiService> {
+  async update(orgId: number, id: number, fields: Partial<Omit<ServiceFields, 'project_id'> & Pick<ApiService, 'published_by'>>): Promise<ApiService> {
     const { endpoints, ...rest } = fields;
     const set = { ...rest, ...(endpoints ? { endpoints: this.storage.encodeJson(endpoints) } : {}), updated_at: this.storage.now() };
     await this.keyUnique(fields.key ?? '', () => this.storage.db.updateTable('publishing_services').set(set).where('org_id', '=', orgId).where('id', '=', id).execute());

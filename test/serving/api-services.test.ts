@@ -395,6 +395,45 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
   });
 
   describe('the publisher\u2019s rights', () => {
+    it('applies the publisher\u2019s row policies', async () => {
+      const analyst = await t.userToken('editor', 'eu-analyst');
+      const group = await t.request('POST', '/api/groups', { body: { name: 'eu-analysts', capabilities: [] } });
+      expect((await t.request('POST', `/api/groups/${group.body.id}/members`, { body: { user_id: analyst.id } })).status).toBe(201);
+      const accounts = await t.request('POST', '/api/datasets', { body: { name: 'accounts', project_id: projectId, columns: [{ name: 'id', type: 'integer' }, { name: 'region', type: 'string' }] } });
+      await t.request('POST', `/api/datasets/${accounts.body.id}/rows`, { body: [{ id: 1, region: 'EU' }, { id: 2, region: 'US' }, { id: 3, region: 'EU' }] });
+      const policy = await t.request('POST', `/api/datasets/${accounts.body.id}/row-policies`, { body: { group_id: group.body.id, filters: ['region:eq:EU'] } });
+      expect(policy.status, policy.text).toBe(201);
+      const endpoints = [
+        { name: 'by-region', kind: 'lookup', config: { dataset_id: accounts.body.id, keys: ['region'] } },
+        { name: 'all', kind: 'sql', config: { query: 'select id from accounts' } },
+      ];
+      const created = await create({ project_id: projectId, name: 'Accounts', key: 'accounts', endpoints }, analyst.token);
+      await publish(created.body.id, analyst.token);
+      const { key } = await mint(created.body.id);
+      expect((await call(key, 'accounts', 'by-region', { query: '?region=EU' })).body.rows.map((r: { id: number }) => r.id)).toEqual([1, 3]);
+      expect((await call(key, 'accounts', 'by-region', { query: '?region=US' })).body.rows).toEqual([]);
+      // Governed SQL over the row-filtered dataset, whose filter can now search the lookup's index.
+      const all = await call(key, 'accounts', 'all');
+      expect(all.status, all.text).toBe(200);
+      expect(all.body.rows.map((r: { id: number }) => r.id).sort(), all.text).toEqual([1, 3]);
+    });
+
+    it('reads with the rights of whoever last changed a published service\u2019s endpoints', async () => {
+      const endpoints = [lookup('by-id', { keys: ['id'], columns: ['id', 'email'], unmasked_columns: ['email'] })];
+      const created = await create({ project_id: projectId, name: 'Handed over', key: 'handed-over', endpoints });
+      await publish(created.body.id);
+      const { key } = await mint(created.body.id);
+      expect((await call(key, 'handed-over', 'by-id', { query: '?id=1' })).body.rows).toEqual([{ id: 1, email: 'ada@example.test' }]);
+      // An editor (without datasets.pii.read) cannot borrow the admin's rights by changing the endpoints.
+      const editor = await t.userToken('editor', 'late-editor');
+      const changed = await t.request('PATCH', `${BASE}/${created.body.id}`, { token: editor.token, body: { endpoints } });
+      expect(changed.status, changed.text).toBe(200);
+      expect(changed.body.published_by).toBe(editor.id);
+      expect((await call(key, 'handed-over', 'by-id', { query: '?id=1' })).body.rows).toEqual([{ id: 1, email: '***' }]);
+      // A new name only: the publisher stays.
+      expect((await t.request('PATCH', `${BASE}/${created.body.id}`, { body: { name: 'Renamed' } })).body.published_by).toBe(editor.id);
+    });
+
     it('reads with the rights of who published, checked on every call: PII stays masked without datasets.pii.read, and a deactivated publisher is a 403', async () => {
       const editor = await t.userToken('editor', 'service-publisher');
       const created = await create({ project_id: projectId, name: 'Editor', key: 'editors', endpoints: [lookup('by-id', { keys: ['id'], columns: ['id', 'email'], unmasked_columns: ['email'] })] }, editor.token);
