@@ -246,6 +246,24 @@ describe.each(DIALECTS)('model registry (%s)', (dialect) => {
     expect((await t.request('DELETE', `/api/projects/${other}`)).status).toBe(204);
   });
 
+  it('off for the organization: its routes answer 404; a training run started before ends trained or refused as not offered', async () => {
+    const started = await train({ name: 'switched', dataset_id: linear, target: 'y', features: ['x'], task: 'regression', algorithm: 'random_forest', params: { n_estimators: 500 } });
+    expect(started.status, started.text).toBe(202);
+    const off = await t.request('PUT', '/api/plugins/registry/organizations/1', { body: { enabled: false } });
+    expect(off.status, off.text).toBe(200);
+    try {
+      expect((await t.request('GET', '/api/registry/models')).status).toBe(404);
+      expect((await predict(started.body.model.id, [{ x: 1 }])).status).toBe(404);
+      const run = await finished(t, started.body.run.id, 60_000);
+      // Either it was claimed before the switch (and trains to its end) or after it (refused as not offered).
+      if (run.status === 'failed') expect(run.error.detail).toMatch(/no run kind training is offered/);
+      else expect(run.status).toBe('succeeded');
+    } finally {
+      expect((await t.request('PUT', '/api/plugins/registry/organizations/1', { body: { enabled: true } })).status).toBe(200);
+    }
+    expect((await t.request('GET', '/api/registry/models')).status).toBe(200);
+  });
+
   it('the server keeps serving while a model trains in its thread; cancelling the running training stops it', async () => {
     const started = await train({ name: 'busy', dataset_id: classes, target: 'label', features: ['x1', 'x2', 'side'], task: 'classification', algorithm: 'logistic', params: { num_steps: 100000 } });
     const runId = started.body.run.id;
