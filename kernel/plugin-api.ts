@@ -274,7 +274,7 @@ export function isPluginDefinition(value: unknown): value is PluginDefinition {
 /** The kernel's own zod: schemas a plugin declares are checked and described by the same instance. */
 export { z } from 'zod';
 export { defineRoute, reply, JsonText, type RouteDefinition, type StreamedMediaType } from './route.ts';
-export { actingUser, type Principal, type UserPrincipal, type ApiKeyPrincipal, type RunPrincipal, type PrincipalKind } from './auth/principal.ts';
+export { actingUser, actingUserId, storedActorOf, type StoredActor, type Principal, type UserPrincipal, type ApiKeyPrincipal, type RunPrincipal, type PrincipalKind } from './auth/principal.ts';
 export { apiKeyAuthenticators, type ApiKeyAuthenticator, type ApiKeyGrant, type ApiKeyRequest } from './auth/api-keys.ts';
 export type { RateBudget, RateLimits } from './rate-limit/rate-limits.ts';
 export { fieldErrorsOf, HttpProblem, problems, type FieldError } from './problem.ts';

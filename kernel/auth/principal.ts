@@ -48,6 +48,27 @@ export interface RunPrincipal {
 }
 
 export type Principal = UserPrincipal | ApiKeyPrincipal | RunPrincipal;
+
+/**
+ * Who work acts for when no request asks for it but a stored decision does (a schedule's owner,
+ * whoever last saved a scenario): that user, narrowed to the scopes of the token they saved it
+ * with (null: their full permissions). Background work takes it as `onBehalfOf`; the kernel
+ * resolves the user's capabilities when each attempt starts, and a deactivated user fails it.
+ */
+export interface StoredActor {
+  readonly userId: number;
+  readonly scopes: readonly string[] | null;
+}
+
+/** A signed-in user as the stored actor of what they save now (a schedule, a scenario). */
+export function storedActorOf(principal: UserPrincipal): StoredActor {
+  return { userId: principal.userId, scopes: principal.scopes === null ? null : [...principal.scopes] };
+}
+
+/** The user a principal or a stored actor acts as; null for an API key. */
+export function actingUserId(actor: Principal | StoredActor): number | null {
+  return 'kind' in actor ? (actingUser(actor)?.userId ?? null) : actor.userId;
+}
 export type PrincipalKind = Principal['kind'];
 
 /** A run's principal, frozen. `capabilities` are those the user had (in `orgId`) when the work was asked for, or has now. */

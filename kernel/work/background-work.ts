@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { ZodType } from 'zod';
 import type { Storage } from '../../storage/index.ts';
-import { actingUser, type Principal } from '../auth/principal.ts';
+import { actingUserId, type Principal, type StoredActor } from '../auth/principal.ts';
 import type { ServiceLifecycle } from '../registry/lifecycle.ts';
 import { PeriodicTimer } from './periodic.ts';
 import type { WorkContext, WorkRunner } from './work-runner.ts';
@@ -27,10 +27,11 @@ export interface EnqueueRequest {
   payload?: unknown;
   /**
    * Who asked for the work: it runs as a background run acting for that user (the user a run
-   * acts for, for work a run asks for), with their capabilities when it starts, narrowed to a
-   * scoped token's scopes. Absent (or a data API key): platform work, with no principal.
+   * acts for, for work a run asks for; a stored actor's user), with their capabilities when it
+   * starts, narrowed to a scoped token's scopes. Absent (or a data API key): platform work, with
+   * no principal.
    */
-  onBehalfOf?: Principal | null;
+  onBehalfOf?: Principal | StoredActor | null;
   /** Not before this time. */
   runAfter?: Date;
   /** At most one item is ever enqueued with a key: another enqueue with it answers null. */
@@ -84,7 +85,7 @@ export function backgroundWorkFor(pluginId: string, deps: BackgroundWorkDeps, li
         kind,
         orgId: request.orgId,
         payload: request.payload ?? null,
-        onBehalfOf: request.onBehalfOf ? (actingUser(request.onBehalfOf)?.userId ?? null) : null,
+        onBehalfOf: request.onBehalfOf ? actingUserId(request.onBehalfOf) : null,
         scopes: scopesOf(request.onBehalfOf),
         maxAttempts: handler.maxAttempts ?? 1,
         timeoutMs: handler.timeoutMs ?? deps.defaultTimeoutMs,
@@ -137,9 +138,11 @@ export function backgroundWorkFor(pluginId: string, deps: BackgroundWorkDeps, li
   };
 }
 
-/** What a run asked for by `principal` is narrowed to: a scoped token's scopes, a run's own capabilities. */
-function scopesOf(principal: Principal | null | undefined): string[] | null {
-  if (principal?.kind === 'user') return principal.scopes ? [...principal.scopes] : null;
-  if (principal?.kind === 'run') return [...principal.capabilities];
+/** What a run asked for by `actor` is narrowed to: a scoped token's scopes, a run's own capabilities. */
+function scopesOf(actor: Principal | StoredActor | null | undefined): string[] | null {
+  if (!actor) return null;
+  if (!('kind' in actor)) return actor.scopes ? [...actor.scopes] : null;
+  if (actor.kind === 'user') return actor.scopes ? [...actor.scopes] : null;
+  if (actor.kind === 'run') return [...actor.capabilities];
   return null;
 }

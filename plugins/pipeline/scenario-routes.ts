@@ -1,4 +1,4 @@
-import { defineRoute, identitySchemas as s, reply, z, type UserPrincipal } from '../../kernel/plugin-api.ts';
+import { defineRoute, identitySchemas as s, reply, storedActorOf, z } from '../../kernel/plugin-api.ts';
 import { runAnswer } from './public.ts';
 import type { ScenarioChecks } from './scenario-checks.ts';
 import type { ScenarioRunner } from './scenario-runner.ts';
@@ -19,7 +19,6 @@ const base = { security: 'bearer', orgScoped: true } as const;
 const idParams = s.idParam('id');
 const publicScenario = ({ org_id: _org, run_as: _as, trigger_seq: _seq, ...scenario }: Scenario) => ({ ...scenario, triggers: scenario.triggers as Record<string, unknown>[] });
 /** Who the scenario's triggered runs will act for: the user saving it, within their token's scopes. */
-const savedBy = (principal: UserPrincipal) => ({ userId: principal.userId, scopes: principal.scopes ? [...principal.scopes] : null });
 
 /** The scenario routes of the `pipeline` router (/api/pipeline/scenarios, /api/pipeline/step-types). */
 export function scenarioRoutes({ scenarios, checks, runner, runs, stepTypes }: ScenarioRouteDeps) {
@@ -49,7 +48,7 @@ export function scenarioRoutes({ scenarios, checks, runner, runs, stepTypes }: S
         422: { description: 'A project, dataset or step type that does not exist here (named)' },
       },
       handler: async ({ body, orgId, principal, audit }) => {
-        const scenario = await scenarios.create(orgId, await checks.check(orgId, body), savedBy(principal));
+        const scenario = await scenarios.create(orgId, await checks.check(orgId, body), storedActorOf(principal));
         await audit.record({ action: 'pipeline.scenario.create', targetType: 'scenario', targetId: scenario.id, details: { name: scenario.name } });
         return reply(201, publicScenario(scenario));
       },
@@ -92,7 +91,7 @@ export function scenarioRoutes({ scenarios, checks, runner, runs, stepTypes }: S
       handler: async ({ params, body, orgId, principal, audit }) => {
         const current = await scenarios.get(orgId, params.id);
         const fields = await checks.check(orgId, { project_id: current.project_id, name: body.name ?? current.name, steps: body.steps ?? current.steps, triggers: body.triggers ?? current.triggers, reporters: body.reporters ?? current.reporters });
-        const scenario = await scenarios.update(orgId, params.id, fields, savedBy(principal));
+        const scenario = await scenarios.update(orgId, params.id, fields, storedActorOf(principal));
         await audit.record({ action: 'pipeline.scenario.update', targetType: 'scenario', targetId: scenario.id, details: { changes: Object.keys(body) } });
         return publicScenario(scenario);
       },

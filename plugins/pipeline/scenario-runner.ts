@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { actingUser, HttpProblem, problems, WorkAborted, z, type BackgroundWork, type Principal, type RunPrincipal, type WorkContext } from '../../kernel/plugin-api.ts';
+import { actingUserId, HttpProblem, problems, WorkAborted, z, type BackgroundWork, type Principal, type RunPrincipal, type StoredActor, type WorkContext } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import type { PipelineScenarios, Run, RunStartOptions, RunTrigger, ScenarioReport, StepContext, StepResult } from './public.ts';
 import { FINAL_STATUSES, type RunStore } from './run-store.ts';
@@ -53,10 +53,10 @@ export class ScenarioRunner implements PipelineScenarios {
   }
 
   /** Creates the run with its steps copied from the scenario, and its first pass, in `trx`. */
-  async startIn(trx: Kysely<any>, scenario: Scenario, principal: Principal, trigger: RunTrigger, options: RunStartOptions = {}): Promise<Run> {
+  async startIn(trx: Kysely<any>, scenario: Scenario, principal: Principal | StoredActor, trigger: RunTrigger, options: RunStartOptions = {}): Promise<Run> {
     const run = await this.runs.create(
       scenario.org_id,
-      { kind: 'scenario', trigger, project_id: scenario.project_id, scenario_id: scenario.id, schedule_id: options.schedule_id ?? null, idempotency_key: options.idempotency_key, created_by: actingUser(principal)?.userId ?? null },
+      { kind: 'scenario', trigger, project_id: scenario.project_id, scenario_id: scenario.id, schedule_id: options.schedule_id ?? null, idempotency_key: options.idempotency_key, created_by: actingUserId(principal) },
       trx,
     );
     await this.scenarios.addRunSteps(run.id, scenario.steps, trx);
@@ -64,7 +64,7 @@ export class ScenarioRunner implements PipelineScenarios {
     return run;
   }
 
-  private async enqueuePass(db: Kysely<any>, orgId: number, payload: PassPayload, principal: Principal, runAfter?: Date): Promise<void> {
+  private async enqueuePass(db: Kysely<any>, orgId: number, payload: PassPayload, principal: Principal | StoredActor, runAfter?: Date): Promise<void> {
     const item = await this.work.enqueue(SCENARIO_WORK, { orgId, payload, onBehalfOf: principal, runAfter }, db);
     await this.runs.update(payload.run_id, { work_id: item!.id }, db);
   }

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { problems } from '../../kernel/plugin-api.ts';
+import { problems, type StoredActor } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import type { ScenarioReporter, ScenarioTrigger, StepStatus } from './scenario-schemas.ts';
 
@@ -19,7 +19,7 @@ export interface Scenario {
   triggers: ScenarioTrigger[];
   reporters: ScenarioReporter[];
   /** Who triggered runs act for: the user who last saved the scenario, and the scopes of the token they saved it with (null: none). */
-  run_as: { userId: number; scopes: string[] | null };
+  run_as: StoredActor;
   trigger_seq: number;
   created_at: string;
   updated_at: string;

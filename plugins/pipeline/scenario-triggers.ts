@@ -1,4 +1,4 @@
-import { z, type BackgroundWork, type DomainEvents, type UserPrincipal } from '../../kernel/plugin-api.ts';
+import { z, type BackgroundWork, type DomainEvents } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import { DATASET_UPDATED, type DatasetUpdatedEvent } from '../datasets/public.ts';
 import type { ScenarioRunner } from './scenario-runner.ts';
@@ -6,14 +6,6 @@ import type { Scenario, ScenarioStore } from './scenario-store.ts';
 
 const TRIGGER_WORK = 'scenario-trigger';
 
-/**
- * The user a triggered run acts for, as `work.enqueue` takes it: only the user's id and scopes are
- * kept with the work, and the kernel resolves their capabilities (and whether they may still act
- * here) when each attempt starts; nothing else of this object is read.
- */
-function actingFor(runAs: Scenario['run_as']): UserPrincipal {
-  return { kind: 'user', userId: runAs.userId, username: '', role: '', isPlatformAdmin: false, defaultOrgId: null, capabilities: new Set(), via: 'jwt', tokenId: null, scopes: runAs.scopes && new Set(runAs.scopes) };
-}
 
 /**
  * `dataset_changed` triggers. Each `dataset.updated` event (durable: one published while no
@@ -60,7 +52,7 @@ export class ScenarioTriggers {
       // Deleted since, or this window already fired (an attempt retried after it committed).
       if (!scenario || scenario.trigger_seq !== window) return;
       await this.scenarios.nextTriggerWindow(orgId, scenarioId, trx);
-      await this.runner.startIn(trx, scenario, actingFor(scenario.run_as), 'dependency');
+      await this.runner.startIn(trx, scenario, scenario.run_as, 'dependency');
     });
   }
 }

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { BackgroundWork, RunPrincipal, UserPrincipal, WorkContext, WorkItem } from '../../kernel/plugin-api.ts';
+import type { BackgroundWork, RunPrincipal, StoredActor, WorkContext, WorkItem } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import { missed, nextFire } from './cron.ts';
 import type { ScheduleTarget } from './public.ts';
@@ -39,25 +39,9 @@ const ownerRefusal = (item: WorkItem) => `its owner may not act any more: ${item
 /** A schedule's target kind, or why it cannot be fired. */
 type Resolved = { target: ScheduleTarget } | { missing: string };
 
-/**
- * The principal a schedule's fires are enqueued for: its owner, narrowed to the scopes of the
- * token it was saved with. Enqueueing reads only these two (the kernel resolves the owner's
- * capabilities when each fire starts, and a deactivated or removed owner fails it), so the rest
- * stays empty.
- */
-function ownerOf(schedule: Schedule): UserPrincipal {
-  return {
-    kind: 'user',
-    userId: schedule.owner_id,
-    username: '',
-    role: '',
-    isPlatformAdmin: false,
-    defaultOrgId: null,
-    capabilities: new Set(),
-    via: 'jwt',
-    tokenId: null,
-    scopes: schedule.owner_scopes === null ? null : new Set(schedule.owner_scopes),
-  };
+/** Who a schedule's fires act for: its owner, narrowed to the scopes of the token it was saved with. */
+function ownerOf(schedule: Schedule): StoredActor {
+  return { userId: schedule.owner_id, scopes: schedule.owner_scopes };
 }
 
 /**

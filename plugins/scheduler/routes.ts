@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { defineRoute, identitySchemas as s, problems, reply, z, type BackgroundWork, type RouteDefinition, type UserPrincipal } from '../../kernel/plugin-api.ts';
+import { defineRoute, identitySchemas as s, problems, reply, storedActorOf, z, type BackgroundWork, type RouteDefinition } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import type { ProjectCatalog } from '../projects/public.ts';
 import { checkTiming, fireTimes, wallClock } from './cron.ts';
@@ -70,7 +70,6 @@ const publicSchedule = (schedule: Schedule) => ({
 });
 
 /** Whoever saves a schedule owns it: its fires act for them, narrowed to their token's scopes. */
-const ownerOf = (principal: UserPrincipal) => ({ id: principal.userId, scopes: principal.scopes === null ? null : [...principal.scopes] });
 
 export interface RouteDeps {
   storage: Storage;
@@ -141,7 +140,7 @@ export function scheduleRoutes({ storage, store, firing, work, projects, targetO
         const timing = checkTiming(body);
         if (!(await projects.exists(orgId, body.project_id))) throw problems.unprocessable(`project ${body.project_id} does not exist in this organization`, [{ path: 'body.project_id', message: 'no such project' }]);
         const fields: ScheduleFields = { project_id: body.project_id, name: body.name, ...(await checkTarget(orgId, body.project_id, body.target)), ...timing, enabled: body.enabled, catch_up: body.catch_up };
-        const schedule = await save(orgId, async (trx) => ({ schedule: await store.create(orgId, fields, ownerOf(principal), trx), dropped: null }));
+        const schedule = await save(orgId, async (trx) => ({ schedule: await store.create(orgId, fields, storedActorOf(principal), trx), dropped: null }));
         await audit.record({ action: 'scheduler.schedule.create', targetType: 'schedule', targetId: schedule.id, details: { name: schedule.name, cron: schedule.cron, timezone: schedule.timezone } });
         return reply(201, publicSchedule(schedule));
       },
@@ -186,7 +185,7 @@ export function scheduleRoutes({ storage, store, firing, work, projects, targetO
         const timing = checkTiming({ cron: body.cron ?? current.cron, timezone: body.timezone ?? current.timezone });
         const target = body.target ? await checkTarget(orgId, current.project_id, body.target) : {};
         const enabled = body.enabled ?? current.enabled;
-        const changes = { ...(body.name !== undefined ? { name: body.name } : {}), ...target, ...timing, enabled, ...(body.catch_up ? { catch_up: body.catch_up } : {}), ...(enabled ? { disabled_reason: null } : {}), owner: ownerOf(principal) };
+        const changes = { ...(body.name !== undefined ? { name: body.name } : {}), ...target, ...timing, enabled, ...(body.catch_up ? { catch_up: body.catch_up } : {}), ...(enabled ? { disabled_reason: null } : {}), owner: storedActorOf(principal) };
         const schedule = await save(orgId, (trx) => store.change(orgId, current.id, changes, trx));
         await audit.record({ action: 'scheduler.schedule.update', targetType: 'schedule', targetId: schedule.id, details: { changes: Object.keys(body) } });
         return publicSchedule(schedule);
@@ -239,7 +238,7 @@ export function scheduleRoutes({ storage, store, firing, work, projects, targetO
         if (current.enabled) return publicSchedule(current);
         const kind = await targetOf(orgId, current.target_field);
         if (!kind || !(await kind.find(orgId, current.target_id))) throw problems.unprocessable(`its target (${current.target_field} ${current.target_id}) does not exist any more: change the target first`);
-        const schedule = await save(orgId, (trx) => store.change(orgId, current.id, { enabled: true, disabled_reason: null, owner: ownerOf(principal) }, trx));
+        const schedule = await save(orgId, (trx) => store.change(orgId, current.id, { enabled: true, disabled_reason: null, owner: storedActorOf(principal) }, trx));
         await audit.record({ action: 'scheduler.schedule.resume', targetType: 'schedule', targetId: schedule.id });
         return publicSchedule(schedule);
       },

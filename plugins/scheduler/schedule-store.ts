@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import { problems } from '../../kernel/plugin-api.ts';
+import { problems, type StoredActor } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 
 export const CATCH_UP = ['skip', 'run_once'] as const;
@@ -68,13 +68,13 @@ export class ScheduleStore {
     owner_scopes: row.owner_scopes === null ? null : this.storage.decodeJson<string[]>(row.owner_scopes),
   });
 
-  async create(orgId: number, fields: ScheduleFields, owner: { id: number; scopes: string[] | null }, db: Kysely<any>): Promise<Schedule> {
+  async create(orgId: number, fields: ScheduleFields, owner: StoredActor, db: Kysely<any>): Promise<Schedule> {
     const now = this.storage.now();
     return this.conflictIfNamed(fields, async () =>
       this.decode(
         await db
           .insertInto(SCHEDULES)
-          .values({ org_id: orgId, ...fields, generation: 0, owner_id: owner.id, owner_scopes: owner.scopes === null ? null : this.storage.encodeJson(owner.scopes), created_at: now, updated_at: now })
+          .values({ org_id: orgId, ...fields, generation: 0, owner_id: owner.userId, owner_scopes: owner.scopes === null ? null : this.storage.encodeJson(owner.scopes), created_at: now, updated_at: now })
           .returningAll()
           .executeTakeFirstOrThrow(),
       ),
@@ -102,7 +102,7 @@ export class ScheduleStore {
    * Changes a schedule (fields, enabled, owner) and drops its pending fire: the change starts a new
    * generation, whose fire the caller arms. Answers the schedule as it now is, with the dropped item.
    */
-  async change(orgId: number, id: number, changes: Partial<ScheduleFields> & { disabled_reason?: string | null; owner?: { id: number; scopes: string[] | null } }, db: Kysely<any>): Promise<{ schedule: Schedule; dropped: number | null }> {
+  async change(orgId: number, id: number, changes: Partial<ScheduleFields> & { disabled_reason?: string | null; owner?: StoredActor }, db: Kysely<any>): Promise<{ schedule: Schedule; dropped: number | null }> {
     const current = await this.get(orgId, id, db);
     const { owner, ...fields } = changes;
     const name = fields.name ?? current.name;
@@ -111,7 +111,7 @@ export class ScheduleStore {
         .updateTable(SCHEDULES)
         .set({
           ...fields,
-          ...(owner ? { owner_id: owner.id, owner_scopes: owner.scopes === null ? null : this.storage.encodeJson(owner.scopes) } : {}),
+          ...(owner ? { owner_id: owner.userId, owner_scopes: owner.scopes === null ? null : this.storage.encodeJson(owner.scopes) } : {}),
           generation: current.generation + 1,
           pending_work_id: null,
           next_run_at: null,
