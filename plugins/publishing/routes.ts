@@ -118,6 +118,7 @@ export function apiServiceRoutes({ services, keys, catalog, projects, sql, ensur
       method: 'get',
       path: '/api-services/{id}',
       summary: 'Get an API Service',
+      description: 'One API Service of this organization, with its endpoints and status.',
       capability: 'publishing.read',
       request: { params: idParams },
       responses: { 200: { description: 'The API Service', schema: serviceSchema } },

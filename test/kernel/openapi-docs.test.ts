@@ -91,8 +91,9 @@ describe.each(DIALECTS)('OpenAPI description and docs (%s)', (dialect) => {
 
     it('declares the security schemes its routes use, and no other', () => {
       expect(doc.components.securitySchemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer' });
-      // no loaded route takes a data API key (test/kernel/api-keys.test.ts has some)
-      expect(doc.components.securitySchemes.apiKey).toBeUndefined();
+      // the service path of API Services (the api_service router) takes a data API key
+      expect(doc.components.securitySchemes.apiKey).toMatchObject({ type: 'apiKey', in: 'header', name: 'X-API-Key' });
+      expect(Object.keys(doc.components.securitySchemes).sort()).toEqual(['apiKey', 'bearerAuth']);
     });
 
     it('names a relative server when PUBLIC_URL is not set', () => {
