@@ -17,3 +17,9 @@ export const pageCursor = {
     throw problems.badRequest('cursor is not one this server issued', [{ path: 'query.cursor', message: 'invalid cursor' }]);
   },
 };
+
+/** Cursors of lists newest first by id: a page's cursor holds the id the next page's items come before. */
+export const beforeIdCursor = {
+  encode: (id: number): string => pageCursor.encode({ before: id }),
+  decode: (cursor: string): number => pageCursor.decode<{ before: number }>(cursor, (value) => Number.isSafeInteger(value.before)).before,
+};

@@ -278,7 +278,7 @@ export { actingUser, actingUserId, storedActorOf, type StoredActor, type Princip
 export { apiKeyAuthenticators, type ApiKeyAuthenticator, type ApiKeyGrant, type ApiKeyRequest } from './auth/api-keys.ts';
 export type { RateBudget, RateLimits } from './rate-limit/rate-limits.ts';
 export { fieldErrorsOf, HttpProblem, problems, type FieldError } from './problem.ts';
-export { pageCursor } from './page-cursor.ts';
+export { beforeIdCursor, pageCursor } from './page-cursor.ts';
 export type { AuditEvent, RequestAudit } from './audit/audit-service.ts';
 export * as identitySchemas from './identity/schemas.ts';
 export { toPublicUser, type UserRow, type PublicUser } from './identity/users.ts';

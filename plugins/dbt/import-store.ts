@@ -1,12 +1,9 @@
-import { pageCursor, problems } from '../../kernel/plugin-api.ts';
+import { beforeIdCursor, problems } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 
 /** How long an import may hold its project before another may take it over (an instance that died mid-import). */
 const STALE_AFTER_MS = 15 * 60_000;
 
-/** A page's cursor holds the id the next page's imports come before. */
-const encodeCursor = (id: number) => pageCursor.encode({ before: id });
-const decodeCursor = (cursor: string) => pageCursor.decode<{ before: number }>(cursor, (value) => Number.isSafeInteger(value.before)).before;
 
 export type ObjectKind = 'dataset' | 'recipe' | 'rule';
 
@@ -102,10 +99,10 @@ export class ImportStore {
   async list(orgId: number, filter: { project_id?: number; limit: number; cursor?: string }): Promise<{ items: DbtImport[]; next_cursor: string | null }> {
     let query = this.storage.db.selectFrom('dbt_imports').selectAll().where('org_id', '=', orgId);
     if (filter.project_id !== undefined) query = query.where('project_id', '=', filter.project_id);
-    if (filter.cursor) query = query.where('id', '<', decodeCursor(filter.cursor));
+    if (filter.cursor) query = query.where('id', '<', beforeIdCursor.decode(filter.cursor));
     const rows = await query.orderBy('id', 'desc').limit(filter.limit + 1).execute();
     const items = rows.slice(0, filter.limit).map((row) => this.decode(row));
-    return { items, next_cursor: rows.length > filter.limit ? encodeCursor(items[items.length - 1].id) : null };
+    return { items, next_cursor: rows.length > filter.limit ? beforeIdCursor.encode(items[items.length - 1].id) : null };
   }
 
   private decode(row: Record<string, any>): DbtImport {

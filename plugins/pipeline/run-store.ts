@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { pageCursor, problems } from '../../kernel/plugin-api.ts';
+import { beforeIdCursor, problems } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import type { Run, RunFilter, RunKind, RunStatus, RunTrigger } from './public.ts';
 
@@ -26,9 +26,6 @@ export interface NewRun {
   idempotency_key?: string | null;
 }
 
-/** A page's cursor holds the id the next page's runs come before. */
-const encodeCursor = (id: number) => pageCursor.encode({ before: id });
-const decodeCursor = (cursor: string) => pageCursor.decode<{ before: number }>(cursor, (value) => Number.isSafeInteger(value.before)).before;
 
 /** Runs and their log lines, one organization at a time. */
 export class RunStore {
@@ -159,10 +156,10 @@ export class RunStore {
     if (filter.scenario_id !== undefined) query = query.where('scenario_id', '=', filter.scenario_id);
     if (filter.since) query = query.where('created_at', '>=', filter.since);
     if (filter.until) query = query.where('created_at', '<', filter.until);
-    if (filter.cursor) query = query.where('id', '<', decodeCursor(filter.cursor));
+    if (filter.cursor) query = query.where('id', '<', beforeIdCursor.decode(filter.cursor));
     const rows = await query.orderBy('id', 'desc').limit(filter.limit + 1).execute();
     const items = rows.slice(0, filter.limit).map((r) => this.decode(r));
-    return { items, next_cursor: rows.length > filter.limit ? encodeCursor(items[items.length - 1].id) : null };
+    return { items, next_cursor: rows.length > filter.limit ? beforeIdCursor.encode(items[items.length - 1].id) : null };
   }
 
   async log(runId: number, level: 'info' | 'warn' | 'error', message: string, db: Kysely<any> = this.storage.db): Promise<void> {
