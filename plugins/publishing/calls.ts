@@ -5,7 +5,8 @@ import { lookupDataset } from './endpoints.ts';
 import type { KeyStore } from './key-store.ts';
 import { runLookupEndpoint } from './lookup-endpoint.ts';
 import type { ServiceStore } from './service-store.ts';
-import { runSqlEndpoint, type CallInput } from './sql-endpoint.ts';
+import type { CallInput } from './call-input.ts';
+import { runSqlEndpoint } from './sql-endpoint.ts';
 
 export interface CallDeps {
   services: ServiceStore;

@@ -2,7 +2,7 @@ import { problems } from '../../kernel/plugin-api.ts';
 import { PII_MASK, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
 import type { LookupEndpoint } from './endpoints.ts';
 import { typedInput, type InputType } from './inputs.ts';
-import { refuseInputs, type CallInput, type EndpointContext } from './sql-endpoint.ts';
+import { refuseInputs, refuseUnfixable, type CallInput, type EndpointContext } from './call-input.ts';
 
 /** Keys one batch call may look up. */
 export const MAX_BATCH_KEYS = 100;
@@ -22,6 +22,7 @@ const equals = (column: string, value: unknown) => (value === null ? `${column}:
 export async function runLookupEndpoint(endpoint: LookupEndpoint, dataset: DatasetInfo, input: CallInput, context: EndpointContext, catalog: DatasetCatalog) {
   const { config } = endpoint;
   const types = new Map(dataset.columns.map((c) => [c.name, c.type as InputType]));
+  refuseUnfixable(context.fixed, new Set(types.keys()));
   const fixedFilters = Object.entries(context.fixed).map(([column, value]) => equals(column, typedInput(types.get(column)!, value, 'body', `fixed_params.${column}`, catalog.parseValue)));
   const callerKeys = config.keys.filter((column) => !(column in context.fixed));
   const unmasked = new Set(config.unmasked_columns);

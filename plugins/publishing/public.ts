@@ -3,7 +3,7 @@ import { pluginServiceRef } from '../../kernel/plugin-api.ts';
 import type { EndpointCall } from './calls.ts';
 
 export type { EndpointCall } from './calls.ts';
-export type { CallInput } from './sql-endpoint.ts';
+export type { CallInput } from './call-input.ts';
 
 export interface ApiServiceCalls {
   /** Answers one call of an endpoint of a published API Service, or throws the problem (401 aside: the kernel's) the call meets. */

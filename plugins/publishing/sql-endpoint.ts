@@ -1,32 +1,9 @@
-import { problems, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
+import { problems } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
 import type { GovernedSql } from '../sql/public.ts';
 import type { SqlEndpoint } from './endpoints.ts';
-import { typedInput, type InputSource } from './inputs.ts';
-import type { FixedParams } from './key-store.ts';
-
-/** What a call of an endpoint brings: its inputs and where they came from. */
-export interface CallInput {
-  source: InputSource;
-  values: Record<string, unknown>;
-}
-
-/** What every endpoint run gets: the organization, the publisher's principal and the key's locked inputs. */
-export interface EndpointContext {
-  orgId: number;
-  publisher: Principal;
-  fixed: FixedParams;
-  audit: RequestAudit;
-}
-
-/** A 400 for a caller input (named `<at>.<name>`) the endpoint does not take, or one the key locks. */
-export function refuseInputs(values: Record<string, unknown>, at: string, known: ReadonlySet<string>, fixed: FixedParams): void {
-  for (const name of Object.keys(values)) {
-    const path = `${at}.${name}`;
-    if (name in fixed) throw problems.badRequest(`${path}: fixed by this API key; leave it out`, [{ path, message: 'fixed by this API key' }]);
-    if (!known.has(name)) throw problems.badRequest(`${path}: this endpoint takes no input "${name}"`, [{ path, message: 'unknown input' }]);
-  }
-}
+import { refuseInputs, refuseUnfixable, type CallInput, type EndpointContext } from './call-input.ts';
+import { typedInput } from './inputs.ts';
 
 /**
  * Runs a `sql` endpoint: its statement through governed SQL (the path of POST /api/sql: the
@@ -36,7 +13,9 @@ export function refuseInputs(values: Record<string, unknown>, at: string, known:
  */
 export async function runSqlEndpoint(endpoint: SqlEndpoint, input: CallInput, context: EndpointContext, deps: { sql: GovernedSql; catalog: DatasetCatalog }) {
   const { config } = endpoint;
-  refuseInputs(input.values, input.source, new Set(config.params.map((p) => p.name)), context.fixed);
+  const declared = new Set(config.params.map((p) => p.name));
+  refuseUnfixable(context.fixed, declared);
+  refuseInputs(input.values, input.source, declared, context.fixed);
   const params = config.params.map((param) => {
     if (param.name in context.fixed) return typedInput(param.type, context.fixed[param.name], 'body', `fixed_params.${param.name}`, deps.catalog.parseValue);
     const path = `${input.source}.${param.name}`;

@@ -342,6 +342,18 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
       expect((await call(gold.key, 'shop', 'customer', { body: { keys: [{ region: 'EU' }, { region: 'US' }] } })).body.results.map((r: { rows: unknown[] }) => r.rows.length)).toEqual([0, 1]);
     });
 
+    it('refuses a key whose fixed parameter its endpoint no longer takes (403), rather than widen its scope', async () => {
+      const scoped = await create({ project_id: projectId, name: 'Scoped', key: 'scoped', endpoints: [SQL_ENDPOINT] });
+      await publish(scoped.body.id);
+      const { key } = await mint(scoped.body.id, { fixed_params: { region: 'US' } });
+      expect((await call(key, 'scoped', 'by-region')).body.rows.map((r: { id: number }) => r.id)).toEqual([2]);
+      const widened = { ...SQL_ENDPOINT, config: { query: 'select id from customers order by id' } };
+      expect((await t.request('PATCH', `${BASE}/${scoped.body.id}`, { body: { endpoints: [widened] } })).status).toBe(200);
+      const refused = await call(key, 'scoped', 'by-region');
+      expect(refused.status).toBe(403);
+      expect(refused.body.detail).toMatch(/fixes "region"/);
+    });
+
     it('refuses a key once expired or revoked, on its very next call (401)', async () => {
       const expiring = await mint(shop.id, { expires_at: new Date(Date.now() + 3_600_000).toISOString() });
       expect((await call(expiring.key, 'shop', 'by-region', { query: '?region=EU' })).status).toBe(200);
