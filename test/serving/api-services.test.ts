@@ -460,5 +460,17 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
       expect(refused.status).toBe(403);
       expect(refused.body.detail).toMatch(/published it.*service-publisher is deactivated/);
     });
+
+    it('refuses the calls of a service whose publisher left the organization (403)', async () => {
+      const leaver = await t.userToken('editor', 'leaving-publisher');
+      const created = await create({ project_id: projectId, name: 'Leaver', key: 'leavers', endpoints: [lookup('by-id', { keys: ['id'], columns: ['id'] })] }, leaver.token);
+      await publish(created.body.id, leaver.token);
+      const { key } = await mint(created.body.id);
+      expect((await call(key, 'leavers', 'by-id', { query: '?id=1' })).body.rows).toEqual([{ id: 1 }]);
+      expect((await t.request('DELETE', `/api/organizations/1/members/${leaver.id}`)).status).toBe(204);
+      const refused = await call(key, 'leavers', 'by-id', { query: '?id=1' });
+      expect(refused.status).toBe(403);
+      expect(refused.body.detail).toMatch(/leaving-publisher is no longer a member of organization 1/);
+    });
   });
 });
