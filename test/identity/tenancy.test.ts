@@ -35,6 +35,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     job: `alpha-job-${tag}`,
     scenario: `alpha-scenario-${tag}`,
     dbtProject: `alpha-dbt-${tag}`,
+    service: `alpha-svc-${tag}`,
+    dataKey: `alpha-key-${tag}`,
     model: `alpha-model-${tag}`,
   };
 
@@ -66,6 +68,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
   let scheduleA: number;
   /** A's scenario (never run: A's runs stay the job's). */
   let scenarioA: number;
+  /** A's published API Service (a lookup on A's dataset) and a data API key of it. */
+  let serviceA: number;
+  let dataKeyA: number;
   /** A's model of the registry, trained on A's dataset (its training run is A's third run). */
   let modelA: number;
   /** A loopback peer behind A's connector: counts the calls reaching A's webhook. */
@@ -179,6 +184,14 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const trained = await until(() => t.request('GET', `/api/pipeline/runs/${model.body.run.id}`, asA), (r) => r.body.status === 'succeeded');
     expect(trained.body.status, trained.text).toBe('succeeded');
 
+    const service = await t.request('POST', '/api/publishing/api-services', { ...asA, body: { project_id: projectA, name: markers.service, key: markers.service, endpoints: [{ name: 'by-label', kind: 'lookup', config: { dataset_id: datasetA, keys: ['label'] } }] } });
+    expect(service.status, service.text).toBe(201);
+    serviceA = service.body.id;
+    expect((await t.request('POST', `/api/publishing/api-services/${serviceA}/publish`, asA)).status).toBe(200);
+    const dataKey = await t.request('POST', `/api/publishing/api-services/${serviceA}/keys`, { ...asA, body: { name: markers.dataKey } });
+    expect(dataKey.status, dataKey.text).toBe(201);
+    dataKeyA = dataKey.body.id;
+
     // A cached profile of A's dataset, whose top values are A's rows.
     const profile = await t.request('GET', `/api/statistics/datasets/${datasetA}`, asA);
     expect(profile.status, profile.text).toBe(200);
@@ -238,6 +251,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     if (name === 'user_id') return aAdmin.id;
     if (name === 'org_id') return orgA;
     if (name === 'policy_id') return policyA;
+    if (name === 'key_id') return dataKeyA;
     if (name === 'project_id') return projectA;
     if (name !== 'id') return undefined;
     if (m.path.startsWith('/api/groups/')) return groupA;
@@ -255,6 +269,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     if (m.path.startsWith('/api/scheduler/schedules/')) return scheduleA;
     if (m.path.startsWith('/api/pipeline/scenarios/')) return scenarioA;
     if (m.path.startsWith('/api/dbt/imports/')) return importA;
+    if (m.path.startsWith('/api/publishing/api-services/')) return serviceA;
     if (m.path.startsWith('/api/registry/models/')) return modelA;
     return undefined;
   }
@@ -334,6 +349,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'POST /api/registry/models/{id}/active': { version: 1 },
       'POST /api/registry/models/{id}/predict': { rows: [{ label: 'x' }] },
       'POST /api/sql': { sql: `select label, email, amount from "${markers.dataset.toUpperCase()}"` },
+      'POST /api/publishing/api-services': { project_id: projectA, name: `sweep-${tag}`, key: `sweep-${tag}`, endpoints: [{ name: 'l', kind: 'lookup', config: { dataset_id: datasetA, keys: ['label'] } }] },
+      'PATCH /api/publishing/api-services/{id}': { name: `renamed-${tag}`, endpoints: [{ name: 'l', kind: 'lookup', config: { dataset_id: datasetA, keys: ['amount'] } }] },
+      'POST /api/publishing/api-services/{id}/keys': { name: `sweep-${tag}` },
     };
     if (!(key in bodies)) throw new Error(`no body for ${key}: give the sweep one the route accepts`);
     return bodies[key];
@@ -359,7 +377,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
    * in A's project (422: the project is not in B), a rule on A's dataset (404), SQL over A's
    * dataset by name (400: no such dataset in B).
    */
-  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422, 'POST /api/scheduler/schedules': 422, 'POST /api/pipeline/scenarios': 422, 'POST /api/dbt/imports': 422, 'POST /api/registry/models': 422 };
+  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422, 'POST /api/scheduler/schedules': 422, 'POST /api/pipeline/scenarios': 422, 'POST /api/dbt/imports': 422, 'POST /api/publishing/api-services': 422, 'POST /api/registry/models': 422 };
 
   /** Everything A owns, read straight from the database: the sweep must leave it untouched. */
   async function snapshotA() {
@@ -398,8 +416,10 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const dbtImports = await db.selectFrom('dbt_imports').select(['id', 'summary']).where('org_id', '=', orgA).orderBy('id').execute();
     const models = await db.selectFrom('registry_models').select(['id', 'name', 'active_version', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const modelVersions = await db.selectFrom('registry_model_versions').select(['id', 'version', 'status', 'trained_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const services = await db.selectFrom('publishing_services').select(['id', 'name', 'key', 'status', 'endpoints', 'published_by', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const dataKeys = await db.selectFrom('publishing_keys').select(['id', 'service_id', 'name', 'revoked_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const pluginSwitches = await db.selectFrom('plugin_organizations').select(['plugin_id', 'enabled', 'updated_at']).where('org_id', '=', orgA).orderBy('plugin_id').execute();
-    return { pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules, scenarios, dbtImports, models, modelVersions };
+    return { pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules, scenarios, dbtImports, models, modelVersions, services, dataKeys };
   }
 
   /** A's data plane is really there, so an unchanged snapshot means something. */
@@ -412,6 +432,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     expect(snapshot.schedules.map((s) => s.id)).toEqual([scheduleA]);
     expect(snapshot.scenarios.map((s) => s.id)).toEqual([scenarioA]);
     expect(snapshot.dbtImports.map((i) => i.id)).toEqual([importA]);
+    expect(snapshot.services.map((svc) => [svc.id, svc.status])).toEqual([[serviceA, 'published']]);
+    expect(snapshot.dataKeys.map((k) => [k.id, k.revoked_at])).toEqual([[dataKeyA, null]]);
     expect(snapshot.pipelineRuns.map((r) => r.status)).toEqual(['succeeded', 'succeeded', 'succeeded']);
     expect(snapshot.models.map((m) => [m.id, m.active_version])).toEqual([[modelA, 1]]);
     expect(snapshot.modelVersions.map((v) => v.status)).toEqual(['ready']);
@@ -497,6 +519,16 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
         'DELETE /api/pipeline/scenarios/{id}',
         'POST /api/pipeline/scenarios/{id}/run',
         'GET /api/pipeline/step-types',
+        'POST /api/publishing/api-services',
+        'GET /api/publishing/api-services',
+        'GET /api/publishing/api-services/{id}',
+        'PATCH /api/publishing/api-services/{id}',
+        'DELETE /api/publishing/api-services/{id}',
+        'POST /api/publishing/api-services/{id}/publish',
+        'POST /api/publishing/api-services/{id}/unpublish',
+        'POST /api/publishing/api-services/{id}/keys',
+        'GET /api/publishing/api-services/{id}/keys',
+        'DELETE /api/publishing/api-services/{id}/keys/{key_id}',
       ]),
     );
   });
