@@ -39,6 +39,22 @@ const NUMERIC = 1700;
 /** SQLSTATE of the byte-limit check below (class 54: program limit exceeded). */
 const RESULT_BYTES_EXCEEDED = '54DP1';
 const BYTES_FUNCTION = 'governed_result_bytes';
+
+/**
+ * A statement naming more placeholders than it was given parameters: Postgres refuses its Bind with
+ * a protocol violation (08P01, a connection exception's class), yet the session goes on.
+ */
+function parameterShortfall(err: unknown): { given: number; required: number } | null {
+  const { code, message } = err as { code?: unknown; message?: unknown };
+  const counts = code === '08P01' && typeof message === 'string' ? /^bind message supplies (\d+) parameters?, but prepared statement "" requires (\d+)$/.exec(message) : null;
+  return counts ? { given: Number(counts[1]), required: Number(counts[2]) } : null;
+}
+
+/** A platform-set count written into a statement: a non-negative safe integer, or a programming error. */
+function integerLiteral(value: number): string {
+  if (!Number.isSafeInteger(value) || value < 0) throw new TypeError(`expected a non-negative integer, got ${value}`);
+  return String(value);
+}
 /** Organizations whose connection pools are kept open at once; the least recently used is closed past it. */
 const MAX_POOLS = 16;
 const CONNECTIONS_PER_ORGANIZATION = 2;
@@ -112,9 +128,11 @@ export class PostgresGovernedRunner {
     return this.session(query, 'read only', (client, { schema, organization }) => {
       // The database counts the bytes of each row as text before sending it and stops at the
       // budget, so no more than about `maxBytes` ever reaches this process, however wide a row.
-      const bytes = `${schema}.${BYTES_FUNCTION}(sum(octet_length(row(governed_query.*)::text)) over (rows unbounded preceding), $${query.params.length + 1})`;
-      const text = `${datasetQueries(query, (table) => `${organization}.${quoteIdentifier(table)}`, (type) => POSTGRES_TYPES[type])}select governed_query.*, ${bytes} from ${asSubquery(query.sql)} limit ${query.limit + 1}`;
-      return this.collect(client, text, [...query.params, query.maxBytes], query.limit);
+      // The budget is written in, not bound: a parameter after the caller's would answer a
+      // placeholder the caller's SQL names beyond its own parameters.
+      const bytes = `${schema}.${BYTES_FUNCTION}(sum(octet_length(row(governed_query.*)::text)) over (rows unbounded preceding), ${integerLiteral(query.maxBytes)})`;
+      const text = `${datasetQueries(query, (table) => `${organization}.${quoteIdentifier(table)}`, (type) => POSTGRES_TYPES[type])}select governed_query.*, ${bytes} from ${asSubquery(query.sql)} limit ${integerLiteral(query.limit + 1)}`;
+      return this.collect(client, text, query.params, query.limit);
     });
   }
 
@@ -219,6 +237,8 @@ export class PostgresGovernedRunner {
       }
       return result;
     } catch (err) {
+      const placeholders = parameterShortfall(err);
+      if (placeholders) throw new QueryRejectedError(`the query names parameter $${placeholders.required} but ${placeholders.given === 1 ? '1 parameter was' : `${placeholders.given} parameters were`} given`);
       if (isPostgresConnectionLost(err)) lost = err as Error;
       throw this.classify(err, (err as { code?: string }).code, query.timeoutMs, query.orgId);
     } finally {

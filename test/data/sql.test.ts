@@ -87,6 +87,18 @@ describe.each(DIALECTS)('governed SQL (%s)', (dialect) => {
     expect(limited.body).toMatchObject({ rows: [[1], [2]], row_count: 2, truncated: true });
   });
 
+  it('refuses a placeholder beyond the parameters given (never bound to a value of the platform) with a 400', async () => {
+    for (const [sql, params] of [
+      ['select $1 as x', []],
+      ['select id from orders where id = $1 or id = $2', [1]],
+      ['select $2 as x', [1]],
+    ] as const) {
+      const res = await query({ sql, params: [...params] });
+      expect(res.status, `${sql}: ${res.text}`).toBe(400);
+      expect(res.body.detail, sql).toMatch(/parameter/i);
+    }
+  });
+
   it('masks PII columns for callers without datasets.pii.read', async () => {
     expect((await query({ sql: 'select email from orders order by id' })).body.rows[0]).toEqual(['a@example.test']);
     const masked = await query({ sql: 'select email from orders order by id' }, editor);
