@@ -55,6 +55,8 @@ export const settingsSchema = z.object({
   DATASET_UPLOAD_LIMIT: z.string().regex(/^\d+(b|kb|mb|gb|tb)$/i, 'must be a size such as 2gb or 500mb').default('2gb'),
   /** Largest dbt manifest (with its catalog) one import may send, JSON body or multipart form. */
   DBT_MANIFEST_LIMIT: z.string().regex(/^\d+(b|kb|mb|gb)$/i, 'must be a size such as 50mb or 512kb').default('50mb'),
+  /** Largest ONNX model one import may send (`POST /api/registry/models/{id}/versions`): it is held in memory to load it. */
+  REGISTRY_ONNX_LIMIT: z.string().regex(/^\d+(b|kb|mb|gb)$/i, 'must be a size such as 100mb or 512kb').default('100mb'),
   /** Largest field of an uploaded CSV, checked while it streams (the parser holds a whole record in memory). */
   CSV_MAX_FIELD_BYTES: integer(1024 * 1024, 1),
   CSV_MAX_RECORD_BYTES: integer(4 * 1024 * 1024, 1),

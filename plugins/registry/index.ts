@@ -1,3 +1,4 @@
+import bytes from 'bytes';
 import { definePlugin, kernelServices } from '../../kernel/plugin-api.ts';
 import { datasetCatalog } from '../datasets/public.ts';
 import { pipelineRuns, runKinds } from '../pipeline/public.ts';
@@ -11,13 +12,13 @@ import { trainingKind } from './training.ts';
 
 /**
  * The `registry` router: models trained in the platform (the pipeline's runs of kind `training`,
- * contributed to `pipeline.run-kinds`), their immutable versions, the active one, predictions; and
+ * contributed to `pipeline.run-kinds`) or imported as ONNX, their immutable versions, the active one, predictions; and
  * `registry.models` for the plugins serving them.
  */
 export default definePlugin({
-  deps: { storage: kernelServices.storage },
+  deps: { storage: kernelServices.storage, config: kernelServices.config },
   migrations: registryMigrations,
-  init: ({ storage }, ctx) => {
+  init: ({ storage, config }, ctx) => {
     const models = new ModelStore(storage);
     const catalog = ctx.useService(datasetCatalog);
     const projects = ctx.useService(projectCatalog);
@@ -29,6 +30,7 @@ export default definePlugin({
       const count = await models.countInProject(orgId, projectId);
       return count ? `it holds ${count} model${count === 1 ? '' : 's'}; delete them first` : null;
     });
-    return { routes: registryRoutes({ models, service, runs, catalog, projects }) };
+    const onnxLimit = { text: config.REGISTRY_ONNX_LIMIT, bytes: bytes.parse(config.REGISTRY_ONNX_LIMIT) ?? 100 * 1024 ** 2 };
+    return { routes: registryRoutes({ models, service, runs, catalog, projects, onnxLimit }) };
   },
 });

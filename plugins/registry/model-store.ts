@@ -4,6 +4,7 @@ import type { Storage } from '../../storage/index.ts';
 import type { Algorithm, Task } from './algorithms.ts';
 import type { Feature } from './encoding.ts';
 import type { ModelArtifact, TrainingResult } from './learn.ts';
+import type { OnnxArtifact } from './onnx-model.ts';
 
 export interface Model {
   id: number;
@@ -27,13 +28,17 @@ export interface VersionSpec {
   seed: number;
 }
 
+/** How a version came to be: trained here (an algorithm), or imported (`onnx`). */
+export type VersionAlgorithm = Algorithm | 'onnx';
+
 export interface ModelVersion {
   id: number;
   model_id: number;
   version: number;
   status: VersionStatus;
-  algorithm: Algorithm;
-  dataset_id: number;
+  algorithm: VersionAlgorithm;
+  /** The dataset trained on; null for an imported version. */
+  dataset_id: number | null;
   target: string;
   spec: VersionSpec;
   run_id: number | null;
@@ -57,6 +62,12 @@ export interface NewVersion {
   spec: VersionSpec;
 }
 
+/**
+ * The dataset_id stored for an imported version: the column is NOT NULL since the first slice (a
+ * version was always trained), and SQLite cannot drop that in place.
+ */
+const NO_DATASET = 0;
+
 const VERSION_COLUMNS = ['id', 'model_id', 'version', 'status', 'algorithm', 'dataset_id', 'target', 'spec', 'run_id', 'metrics', 'feature_importance', 'training_rows', 'test_rows', 'dataset_version', 'trained_at', 'error', 'created_at'] as const;
 
 /** Models and their versions, one organization at a time. A version's training outcome is written once. */
@@ -76,7 +87,7 @@ export class ModelStore {
       version: Number(row.version),
       status: row.status,
       algorithm: row.algorithm,
-      dataset_id: Number(row.dataset_id),
+      dataset_id: Number(row.dataset_id) === NO_DATASET ? null : Number(row.dataset_id),
       target: row.target,
       spec: this.storage.decodeJson<VersionSpec>(row.spec),
       run_id: int(row.run_id),
@@ -128,6 +139,54 @@ export class ModelStore {
     });
   }
 
+  /** A model without versions, to import into; a model of that name in the project is a 409 naming `body.name`. */
+  async createModel(orgId: number, input: { project_id: number; name: string; task: Task }, userId: number | null): Promise<Model> {
+    return this.storage.transaction(async (trx) => {
+      await this.storage.lockForTransaction(trx, `registry-model:${orgId}:${input.project_id}:${input.name}`);
+      const taken = await trx.selectFrom('registry_models').select('id').where('org_id', '=', orgId).where('project_id', '=', input.project_id).where('name', '=', input.name).executeTakeFirst();
+      if (taken) throw new HttpProblem(409, `project ${input.project_id} already has a model ${input.name} (${taken.id})`, { errors: [{ path: 'body.name', message: 'taken in the project' }] });
+      const now = this.storage.now();
+      const row = await trx
+        .insertInto('registry_models')
+        .values({ org_id: orgId, project_id: input.project_id, name: input.name, task: input.task, active_version: null, created_by: userId, created_at: now, updated_at: now })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      return this.decodeModel(row);
+    });
+  }
+
+  /**
+   * Stores an imported model as the model's next version, ready at once (it becomes the active one
+   * when the model has none).
+   */
+  async imported(model: Model, artifact: OnnxArtifact, userId: number | null): Promise<ModelVersion> {
+    return this.storage.transaction(async (trx) => {
+      await this.storage.lockForTransaction(trx, `registry-model:${model.org_id}:${model.project_id}:${model.name}`);
+      const now = this.storage.now();
+      const last = await trx.selectFrom('registry_model_versions').select((eb) => eb.fn.max('version').as('v')).where('model_id', '=', model.id).executeTakeFirst();
+      const row = await trx
+        .insertInto('registry_model_versions')
+        .values({
+          org_id: model.org_id,
+          model_id: model.id,
+          version: Number(last?.v ?? 0) + 1,
+          status: 'ready',
+          algorithm: 'onnx',
+          dataset_id: NO_DATASET,
+          target: artifact.output.name,
+          spec: this.storage.encodeJson({ features: artifact.features, params: { output: artifact.output }, test_ratio: 0, seed: 0 }),
+          trained_at: now,
+          artifact: JSON.stringify(artifact),
+          created_by: userId,
+          created_at: now,
+        })
+        .returning(VERSION_COLUMNS)
+        .executeTakeFirstOrThrow();
+      await trx.updateTable('registry_models').set({ active_version: Number(row.version), updated_at: now }).where('id', '=', model.id).where('active_version', 'is', null).execute();
+      return this.decodeVersion(row);
+    });
+  }
+
   async setRun(versionId: number, runId: number): Promise<void> {
     await this.storage.db.updateTable('registry_model_versions').set({ run_id: runId }).where('id', '=', versionId).execute();
   }
@@ -164,9 +223,9 @@ export class ModelStore {
     return row && this.decodeVersion(row);
   }
 
-  async artifact(versionId: number): Promise<ModelArtifact> {
+  async artifact(versionId: number): Promise<ModelArtifact | OnnxArtifact> {
     const row = await this.storage.db.selectFrom('registry_model_versions').select('artifact').where('id', '=', versionId).executeTakeFirstOrThrow();
-    return JSON.parse(row.artifact) as ModelArtifact;
+    return JSON.parse(row.artifact) as ModelArtifact | OnnxArtifact;
   }
 
   /**

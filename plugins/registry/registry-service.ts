@@ -1,20 +1,26 @@
 import { HttpProblem, problems, type FieldError } from '../../kernel/plugin-api.ts';
 import type { PipelineRuns } from '../pipeline/public.ts';
-import type { Predictor } from './algorithms.ts';
-import { valueProblem } from './encoding.ts';
-import { predictorOf, predictWith, type ModelArtifact } from './learn.ts';
+import { valueProblem, type Feature } from './encoding.ts';
+import { predictorOf, predictWith } from './learn.ts';
 import type { Model, ModelStore, ModelVersion } from './model-store.ts';
+import { loadOnnx, type OnnxArtifact, type OnnxOutput } from './onnx-model.ts';
 import type { Predictions, RegistryModels } from './public.ts';
 
 /** Loaded models kept for predictions, by version id (a version never changes once trained). */
 const LOADED_MAX = 32;
+
+/** A version ready to predict: rows already checked against its features. */
+interface LoadedVersion {
+  features: Feature[];
+  predict(rows: Record<string, unknown>[]): Promise<Omit<Predictions, 'version'>>;
+}
 
 /**
  * Models as the routes and other plugins read them: versions with their run's outcome, the active
  * version, predictions.
  */
 export class RegistryService implements RegistryModels {
-  private readonly loaded = new Map<number, { artifact: ModelArtifact; predictor: Predictor }>();
+  private readonly loaded = new Map<number, LoadedVersion>();
 
   constructor(
     private readonly models: ModelStore,
@@ -71,26 +77,49 @@ export class RegistryService implements RegistryModels {
     const version = await this.models.version(orgId, modelId, wanted);
     if (!version) throw problems.conflict(`model ${model.name} has no version ${wanted}`);
     if (version.status !== 'ready') throw problems.conflict(`version ${wanted} of model ${model.name} is ${version.status}`);
-    const { artifact, predictor } = await this.load(version.id);
+    const loaded = await this.load(version.id);
     const errors: FieldError[] = [];
     rows.forEach((row, i) => {
-      for (const feature of artifact.features) {
+      for (const feature of loaded.features) {
         const problem = feature.name in row ? valueProblem(feature, row[feature.name]) : 'missing';
         if (problem) errors.push({ path: `body.rows.${i}.${feature.name}`, message: problem });
       }
     });
     if (errors.length) throw problems.badRequest(`${errors.length} value(s) do not fit the model's features: ${errors.slice(0, 5).map((e) => `${e.path} ${e.message}`).join('; ')}`, errors.slice(0, 100));
-    return { ...predictWith(artifact, predictor, rows), version: wanted };
+    return { ...(await loaded.predict(rows)), version: wanted };
   }
 
-  private async load(versionId: number) {
-    let entry = this.loaded.get(versionId);
-    if (!entry) {
-      const artifact = await this.models.artifact(versionId);
-      entry = { artifact, predictor: predictorOf(artifact) };
-      if (this.loaded.size >= LOADED_MAX) this.loaded.delete(this.loaded.keys().next().value!);
-      this.loaded.set(versionId, entry);
-    }
+  /**
+   * Imports an ONNX model as the model's next version once it loads and fits what was declared
+   * (each problem a 400 naming the field; nothing stored). Its task must be the model's.
+   */
+  async importVersion(orgId: number, modelId: number, file: Buffer, features: Feature[], output: OnnxOutput, userId: number | null): Promise<ModelVersion> {
+    const model = await this.models.get(orgId, modelId);
+    if (output.task !== model.task) throw problems.badRequest(`model ${model.name} is a ${model.task} model`, [{ path: 'body.output.task', message: `the model is a ${model.task} model` }]);
+    const { model: loaded, output: read } = await loadOnnx(file, features, output);
+    const version = await this.models.imported(model, { algorithm: 'onnx', task: model.task, features, output: read, onnx: file.toString('base64') }, userId);
+    this.remember(version.id, { features, predict: (rows) => loaded.predict(rows) });
+    return version;
+  }
+
+  private async load(versionId: number): Promise<LoadedVersion> {
+    const cached = this.loaded.get(versionId);
+    if (cached) return cached;
+    const artifact = await this.models.artifact(versionId);
+    if (artifact.algorithm === 'onnx') return this.remember(versionId, await loadStored(artifact));
+    const predictor = predictorOf(artifact);
+    return this.remember(versionId, { features: artifact.features, predict: async (rows) => predictWith(artifact, predictor, rows) });
+  }
+
+  private remember(versionId: number, entry: LoadedVersion): LoadedVersion {
+    if (this.loaded.size >= LOADED_MAX) this.loaded.delete(this.loaded.keys().next().value!);
+    this.loaded.set(versionId, entry);
     return entry;
   }
+}
+
+/** A stored import loaded again (it was checked when imported). */
+async function loadStored(artifact: OnnxArtifact): Promise<LoadedVersion> {
+  const { model } = await loadOnnx(Buffer.from(artifact.onnx, 'base64'), artifact.features, artifact.output);
+  return { features: artifact.features, predict: (rows) => model.predict(rows) };
 }

@@ -1,12 +1,13 @@
-import { defineRoute, identitySchemas as s, reply, z, type Principal } from '../../kernel/plugin-api.ts';
+import { defineRoute, identitySchemas as s, problems, reply, z, type Principal } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
 import type { PipelineRuns } from '../pipeline/public.ts';
 import type { ProjectCatalog } from '../projects/public.ts';
 import { ALGORITHMS, ONLY_TASK, PARAMS_SCHEMAS, TASKS } from './algorithms.ts';
 import { checkTraining } from './checks.ts';
+import { IMPORT_FORM, readImportForm } from './import-request.ts';
 import type { Model, ModelStore, ModelVersion } from './model-store.ts';
 import type { RegistryService } from './registry-service.ts';
-import { modelSchema, predictAnswer, predictInput, trainAnswer, trainInput, versionSchema } from './schemas.ts';
+import { importedModelInput, modelSchema, predictAnswer, predictInput, trainAnswer, trainInput, versionSchema } from './schemas.ts';
 import { TRAINING_KIND } from './training.ts';
 
 export interface RegistryRouteDeps {
@@ -15,6 +16,8 @@ export interface RegistryRouteDeps {
   runs: PipelineRuns;
   catalog: DatasetCatalog;
   projects: ProjectCatalog;
+  /** REGISTRY_ONNX_LIMIT, as written and in bytes. */
+  onnxLimit: { text: string; bytes: number };
 }
 
 const base = { security: 'bearer', orgScoped: true } as const;
@@ -24,7 +27,7 @@ const publicModel = ({ org_id: _org, created_by: _by, ...model }: Model) => mode
 const publicVersion = ({ id: _id, model_id: _model, spec, ...version }: ModelVersion) => ({ ...version, features: spec.features, params: spec.params, test_ratio: spec.test_ratio, seed: spec.seed });
 const userOf = (principal: Principal) => ('userId' in principal ? principal.userId : null);
 
-export function registryRoutes({ models, service, runs, catalog, projects }: RegistryRouteDeps) {
+export function registryRoutes({ models, service, runs, catalog, projects, onnxLimit }: RegistryRouteDeps) {
   return [
     defineRoute({
       ...base,
@@ -58,6 +61,44 @@ export function registryRoutes({ models, service, runs, catalog, projects }: Reg
         await models.setRun(version.id, run.id);
         await audit.record({ action: 'registry.model.train', targetType: 'model', targetId: model.id, details: { name: model.name, version: version.version, run_id: run.id, algorithm: body.algorithm, dataset_id: body.dataset_id } });
         return reply(202, { model: publicModel(model), version: publicVersion({ ...version, run_id: run.id }), run: await runs.get(orgId, run.id) });
+      },
+    }),
+    defineRoute({
+      ...base,
+      method: 'post',
+      path: '/imported-models',
+      summary: 'Create a model to import into',
+      description: 'A model with no version yet, for models trained elsewhere: import its versions with POST /api/registry/models/{id}/versions.',
+      capability: 'registry.write',
+      request: { body: importedModelInput },
+      responses: { 201: { description: 'Created', schema: modelSchema }, 409: { description: 'The project has a model of that name' }, 422: { description: 'A project that does not exist here' } },
+      handler: async ({ body, orgId, principal, audit }) => {
+        if (!(await projects.exists(orgId, body.project_id))) throw problems.unprocessable(`project ${body.project_id} does not exist in this organization`, [{ path: 'body.project_id', message: 'no such project' }]);
+        const model = await models.createModel(orgId, body, userOf(principal));
+        await audit.record({ action: 'registry.model.create', targetType: 'model', targetId: model.id, details: { name: model.name, task: model.task } });
+        return reply(201, publicModel(model));
+      },
+    }),
+    defineRoute({
+      ...base,
+      method: 'post',
+      path: '/models/{id}/versions',
+      summary: 'Import an ONNX model',
+      description:
+        'Adds a version from an ONNX model trained elsewhere (a multipart form: `file`, and `features` and `output` as JSON). It is loaded with onnxruntime and checked against what is declared before it is accepted: one input per feature (named as it, shape [n] or [n, 1]) or all features packed into a single [n, k] input, element types fitting the features\u2019 types, the output present, a tensor, fitting the task; a row of neutral values must run through it. Any problem is a 400 naming the field; nothing is stored. The version is ready at once (active when the model has none) and immutable.',
+      capability: 'registry.write',
+      request: { params: idParams, stream: { contentTypes: ['multipart/form-data'], description: 'The model and its declarations', schemas: IMPORT_FORM } },
+      responses: {
+        201: { description: 'Imported', schema: versionSchema },
+        400: { description: 'Not an ONNX model, or one that does not fit the declared features or output (the field is named)' },
+        413: { description: 'The file is larger than REGISTRY_ONNX_LIMIT' },
+      },
+      handler: async ({ params, orgId, principal, audit, koa }) => {
+        await models.get(orgId, params.id);
+        const form = await readImportForm(koa, onnxLimit.bytes, onnxLimit.text);
+        const version = await service.importVersion(orgId, params.id, form.file, form.features, form.output, userOf(principal));
+        await audit.record({ action: 'registry.model.import', targetType: 'model', targetId: params.id, details: { version: version.version, bytes: form.file.length } });
+        return reply(201, publicVersion(version));
       },
     }),
     defineRoute({

@@ -32,11 +32,11 @@ export const versionSchema = z
   .object({
     version: z.number().int(),
     status: z.enum(['training', 'ready', 'failed', 'cancelled']),
-    algorithm: z.enum(ALGORITHMS),
-    dataset_id: z.number().int(),
-    target: z.string(),
+    algorithm: z.enum([...ALGORITHMS, 'onnx']).describe('onnx: imported (POST /api/registry/models/{id}/versions), not trained here'),
+    dataset_id: z.number().int().nullable().describe('The dataset trained on (null: imported)'),
+    target: z.string().describe('The column predicted (an imported model: the output read)'),
     features: z.array(z.object({ name: z.string(), type: z.string() })),
-    params: z.record(z.string(), z.unknown()),
+    params: z.record(z.string(), z.unknown()).describe('The algorithm\u2019s params; an imported model\u2019s: {output: {name, task, labels?}} as declared'),
     test_ratio: z.number(),
     seed: z.number().int(),
     run_id: z.number().int().nullable(),
@@ -50,6 +50,12 @@ export const versionSchema = z
     created_at: z.string(),
   })
   .meta({ id: 'RegistryModelVersion' });
+
+export const importedModelInput = z.object({
+  project_id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+  name: text(200).describe('Unique in the project'),
+  task: z.enum(TASKS),
+});
 
 export const trainAnswer = z.object({ model: modelSchema, version: versionSchema, run: runSchema }).meta({ id: 'RegistryTrainingStarted' });
 

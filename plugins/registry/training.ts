@@ -27,12 +27,15 @@ export function trainingKind(models: ModelStore, catalog: DatasetCatalog): RunKi
       const version = await models.versionById(orgId, payload.version_id);
       if (!version) throw problems.notFound(`the model version to train (${payload.version_id}) was deleted`);
       if (version.status !== 'training') return log('info', `version ${version.version} is already ${version.status}`);
+      // Only a version trained here is ever training (an import is ready at once): this narrows its type.
+      const { algorithm, dataset_id: datasetId } = version;
+      if (algorithm === 'onnx' || datasetId === null) throw problems.conflict(`version ${version.version} is imported, not trained`);
       try {
         for (const capability of ['registry.write', 'datasets.read']) {
           if (!principal.capabilities.has(capability)) throw problems.forbidden(`${principal.onBehalfOf.username} may not train models any more (capability "${capability}")`);
         }
         const model = await models.get(orgId, version.model_id);
-        const dataset = await catalog.get(orgId, version.dataset_id);
+        const dataset = await catalog.get(orgId, datasetId);
         // The dataset may have changed since the request: its columns are checked again.
         checkColumns(catalog, principal, dataset, model.task, version.target, version.spec.features.map((f) => f.name));
         const wanted = [version.target, ...version.spec.features.map((f) => f.name)];
@@ -45,7 +48,7 @@ export function trainingKind(models: ModelStore, catalog: DatasetCatalog): RunKi
           if (rows > MAX_TRAINING_ROWS) throw problems.unprocessable(`dataset ${dataset.name} has more than ${MAX_TRAINING_ROWS} rows a training may read; train on a sample of it (a sample recipe)`);
         }
         log('info', `read ${rows} rows of dataset ${dataset.name} (version ${dataset.version}) as ${principal.onBehalfOf.username}`);
-        const result = await trainInThread({ algorithm: version.algorithm, task: model.task, params: version.spec.params, features: version.spec.features, target: version.target, test_ratio: version.spec.test_ratio, seed: version.spec.seed, columns, rows }, signal);
+        const result = await trainInThread({ algorithm, task: model.task, params: version.spec.params, features: version.spec.features, target: version.target, test_ratio: version.spec.test_ratio, seed: version.spec.seed, columns, rows }, signal);
         if (!(await models.trained(version, result, dataset.version))) throw problems.conflict(`version ${version.version} stopped training meanwhile`);
         log('info', `version ${version.version} trained on ${result.training_rows} rows, scored on ${result.test_rows}: ${JSON.stringify(result.metrics, (key, value) => (key === 'confusion_matrix' ? undefined : value))}`);
       } catch (err) {

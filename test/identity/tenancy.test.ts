@@ -347,6 +347,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'PATCH /api/pipeline/scenarios/{id}': { name: `renamed-${tag}`, steps: [{ type: 'capture_contract', params: { datasets: [datasetA] } }] },
       'POST /api/registry/models': { project_id: projectA, name: `sweep-${tag}`, dataset_id: datasetA, target: 'amount', features: ['label'], task: 'regression', algorithm: 'linear' },
       'POST /api/registry/models/{id}/active': { version: 1 },
+      'POST /api/registry/imported-models': { project_id: projectA, name: `sweep-${tag}`, task: 'regression' },
       'POST /api/registry/models/{id}/predict': { rows: [{ label: 'x' }] },
       'POST /api/sql': { sql: `select label, email, amount from "${markers.dataset.toUpperCase()}"` },
       'POST /api/publishing/api-services': { project_id: projectA, name: `sweep-${tag}`, key: `sweep-${tag}`, endpoints: [{ name: 'l', kind: 'lookup', config: { dataset_id: datasetA, keys: ['label'] } }] },
@@ -364,6 +365,12 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       const manifest = { metadata: { dbt_schema_version: 'https://schemas.getdbt.com/dbt/manifest/v12.json' }, nodes: { 'seed.p.s': { unique_id: 'seed.p.s', resource_type: 'seed', name: `sweep_${tag}` } } };
       return { ...caller, body: { project_id: projectA, manifest } };
     }
+    if (m.route.request?.stream?.contentTypes.join() === 'multipart/form-data') {
+      // An ONNX import into A's model: refused before its form is read, so any form will do.
+      const boundary = `sweep-${tag}`;
+      const form = `--${boundary}\r\ncontent-disposition: form-data; name="output"\r\n\r\n{"task":"regression"}\r\n--${boundary}--\r\n`;
+      return { token: caller.token, body: form, headers: { ...caller.headers, 'content-type': `multipart/form-data; boundary=${boundary}` } };
+    }
     if (m.route.request?.stream) {
       expect(m.route.request.stream.contentTypes).toContain('text/csv');
       // The columns of A's dataset, so the upload would be accepted were the dataset found.
@@ -377,7 +384,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
    * in A's project (422: the project is not in B), a rule on A's dataset (404), SQL over A's
    * dataset by name (400: no such dataset in B).
    */
-  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422, 'POST /api/scheduler/schedules': 422, 'POST /api/pipeline/scenarios': 422, 'POST /api/dbt/imports': 422, 'POST /api/publishing/api-services': 422, 'POST /api/registry/models': 422 };
+  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422, 'POST /api/scheduler/schedules': 422, 'POST /api/pipeline/scenarios': 422, 'POST /api/dbt/imports': 422, 'POST /api/publishing/api-services': 422, 'POST /api/registry/models': 422, 'POST /api/registry/imported-models': 422 };
 
   /** Everything A owns, read straight from the database: the sweep must leave it untouched. */
   async function snapshotA() {
