@@ -96,7 +96,7 @@ export function typeFromValues(values: unknown[]): string {
  * may evaluate the cheaper ones first, letting an error message show a hidden value), and read once,
  * so that a compiled program reading its table a second time shows a read around the filter.
  */
-export function datasetQueries(query: Pick<ReadOnlyQuery, 'datasets' | 'mask'>, tableRef: (table: string) => string, columnType: (type: DataColumn['type']) => string): string {
+export function datasetQueries(query: Pick<ReadOnlyQuery, 'datasets' | 'mask'>, tableRef: (table: string, rowFiltered: boolean) => string, columnType: (type: DataColumn['type']) => string): string {
   if (!query.datasets.length) return '';
   const queries = query.datasets.map((dataset) => {
     const columns = dataset.columns.map((c) => {
@@ -105,7 +105,7 @@ export function datasetQueries(query: Pick<ReadOnlyQuery, 'datasets' | 'mask'>, 
     });
     const where = [columns.length && !dataset.unbuilt ? null : '1 = 0', dataset.rowFilter].filter(Boolean);
     const materialized = dataset.rowFilter ? 'materialized ' : '';
-    return `${quoteIdentifier(dataset.name)} as ${materialized}(select ${columns.length ? columns.join(', ') : 'null as no_columns'} from ${tableRef(dataset.table)}${where.length ? ` where ${where.join(' and ')}` : ''})`;
+    return `${quoteIdentifier(dataset.name)} as ${materialized}(select ${columns.length ? columns.join(', ') : 'null as no_columns'} from ${tableRef(dataset.table, Boolean(dataset.rowFilter))}${where.length ? ` where ${where.join(' and ')}` : ''})`;
   });
   return `with ${queries.join(', ')} `;
 }

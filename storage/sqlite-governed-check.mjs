@@ -60,9 +60,9 @@ function schemaOf(db) {
 
 /**
  * Refuses the statement unless its compiled program reads only the allowed tables (main database,
- * each dataset's table or an index of it), never a masked column, each row-filtered table (and each
- * of its indexes) at most once (its filtered query is materialized: a second read would be the table
- * named around the filter), no virtual table, and only allowed functions. Call it inside the transaction that runs
+ * each dataset's table or an index of it), never a masked column, each row-filtered table at most
+ * once (its filtered query is materialized: a second read would be the table named around the
+ * filter), no virtual table, and only allowed functions. Call it inside the transaction that runs
  * the statement: the program checked is then the program run (the schema cannot change under it).
  */
 export function checkProgram(db, sql, bound, allowed) {
@@ -86,10 +86,8 @@ export function checkProgram(db, sql, bound, allowed) {
         if (indexed.some((name) => entry.masked.includes(name))) throw new Refused(`the statement reads a masked column of "${entry.name}"`);
       }
       cursors.set(op.p1, object.type === 'index' ? null : entry);
-      // Counted per object: the materialized filtered query may search an index of the table (a
-      // lookup's) and read the table's rows through it, one open of each.
-      reads.set(object.rootpage, (reads.get(object.rootpage) ?? 0) + 1);
-      if (entry.filtered && reads.get(object.rootpage) > 1) throw new Refused(`the statement reads "${entry.name}" around its row policy`);
+      reads.set(entry, (reads.get(entry) ?? 0) + 1);
+      if (entry.filtered && reads.get(entry) > 1) throw new Refused(`the statement reads "${entry.name}" around its row policy`);
     } else if (op.opcode === 'Column') {
       const entry = cursors.get(op.p1);
       if (entry && maskedIndexes.get(entry.table).has(op.p2)) throw new Refused(`the statement reads a masked column of "${entry.name}"`);

@@ -3,6 +3,7 @@ import crypto from 'node:crypto';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { governedRolePrefix, QueryRejectedError, type ReadOnlyQuery } from '../../storage/index.ts';
 import { DIALECTS, POSTGRES_URL, REPO_ROOT, startTestKernel, type TestKernel } from '../harness/index.ts';
@@ -314,6 +315,16 @@ describe.each(DIALECTS)('governed SQL (%s)', (dialect) => {
       const filtered = { ...orders, columns: orders.columns.map((c) => ({ ...c, masked: false })), rowFilter: "country = 'FR'" };
       expect((await storage.runReadOnly({ ...base, datasets: [filtered], sql: 'select count(*) from orders' })).rows).toEqual([[2]]);
       await expect(storage.runReadOnly({ ...base, datasets: [filtered], sql: `select count(*) from orders, ${raw}` })).rejects.toThrow(/around its row policy/);
+      // With an index of the table (as an API Service's lookup makes), the filtered query still
+      // answers, and the table read through the index is still a read around the policy.
+      await sql.raw(`create index "${raw}_country" on ${raw} (country, amount)`).execute(storage.db);
+      try {
+        expect((await storage.runReadOnly({ ...base, datasets: [filtered], sql: "select count(*) from orders where country = 'FR'" })).rows).toEqual([[2]]);
+        await expect(storage.runReadOnly({ ...base, datasets: [filtered], sql: `select group_concat(amount) from ${raw}` })).rejects.toThrow(/around its row policy/);
+        await expect(storage.runReadOnly({ ...base, datasets: [filtered], sql: `select count(*) from orders, ${raw} where ${raw}.country = 'DE'` })).rejects.toThrow(/around its row policy/);
+      } finally {
+        await sql.raw(`drop index "${raw}_country"`).execute(storage.db);
+      }
       // A comment left open cannot swallow what follows the statement (the filter's guard).
       await expect(storage.runReadOnly({ ...base, datasets: [filtered], sql: `select count(*) from ${raw}) /* orders` })).rejects.toThrow(QueryRejectedError);
       await expect(storage.runReadOnly({ ...base, datasets: [filtered], sql: `select count(*) from ${raw}) as g, (select 1 /* orders` })).rejects.toThrow(/around its row policy/);
