@@ -13,7 +13,8 @@
  *
  * Messages (structured clone), worker → main: `read` (an input's next page), `columns` and `write`
  * (answered once the output took them; `values` null when the handler's rows were no array of row
- * objects or came before the columns), `log`, `invalid` (output that cannot be copied), and last
+ * objects or came before the columns), `call` (one of the type's `calls`, answered with its
+ * `result` or `error`), `log`, `invalid` (output that cannot be copied), and last
  * one of `done`, `threw`, `not_a_function`. Main → worker: the answer to a request, by its id.
  */
 import { createInterface } from 'node:readline';
@@ -62,6 +63,8 @@ export interface HandlerRun {
   timeoutMs: number;
   /** The worker's heap limit (`resourceLimits.maxOldGenerationSizeMb`); past it the run fails with 'out_of_memory'. Default 256. */
   memoryLimitMb?: number;
+  /** The functions the handler may call on this thread (`ctx.call(name, arg)`). */
+  calls?: Record<string, (arg: unknown) => Promise<unknown>>;
   /** Lines the handler logs through ctx.log (level info|warn|error), and what it prints to stdout (info) or stderr (warn). */
   log(level: 'info' | 'warn' | 'error', message: string): void;
 }
@@ -95,6 +98,7 @@ type WorkerMessage =
   | { type: 'read'; id: number; input: number }
   | { type: 'columns'; id: number; columns: unknown }
   | { type: 'write'; id: number; values: unknown }
+  | { type: 'call'; id: number; name: string; arg: unknown }
   | { type: 'log'; level: 'info' | 'warn' | 'error'; message: string }
   | { type: 'invalid' | 'threw' | 'not_a_function'; message: string }
   | { type: 'done' };
@@ -178,10 +182,24 @@ export function runRecipeHandler(run: HandlerRun): Promise<{ rows: number }> {
       if (!settled) worker.postMessage({ id: message.id });
     };
 
+    const call = async ({ id, name, arg }: Extract<WorkerMessage, { type: 'call' }>) => {
+      const fn = Object.hasOwn(run.calls ?? {}, name) ? run.calls![name] : undefined;
+      let answer: { result: unknown } | { error: string };
+      try {
+        if (!fn) throw new Error(`the recipe type offers no call "${name}"`);
+        answer = { result: await fn(arg) };
+      } catch (err) {
+        answer = { error: (err as Error)?.message ?? String(err) };
+      }
+      if (!settled) worker.postMessage({ id, ...answer });
+    };
+
     worker.on('message', (message: WorkerMessage) => {
       switch (message.type) {
         case 'read':
           return void readPage(message.id, message.input).catch(fail);
+        case 'call':
+          return void call(message).catch(fail);
         case 'columns':
         case 'write':
         case 'done':

@@ -226,7 +226,15 @@ const ctx = {
   // for handlers written against the RecipeRun contract, which pass a signal on.
   signal: new AbortController().signal,
   log: { info: logLine('info'), warn: logLine('warn'), error: logLine('error') },
+  call: callMain,
 };
+
+/** One of the type's `calls`, run on the main thread: resolves with its result, rejects with its error. */
+async function callMain(name, arg) {
+  const answer = await request({ type: 'call', name: String(name), arg });
+  if ('error' in answer) throw new Error(answer.error);
+  return answer.result;
+}
 
 async function run() {
   let module;

@@ -69,6 +69,19 @@ export interface RecipeHandlerContext<P = any> {
   output: { columns(columns: DataColumn[]): void | Promise<void>; write(rows: Record<string, unknown>[]): Promise<void> };
   signal: AbortSignal;
   log: { info(message: string): void; warn(message: string): void; error(message: string): void };
+  /**
+   * Calls a function its type offers from the server's main thread (`calls`, a type from code):
+   * the argument and the answer are copied between the threads; a throw there rejects here.
+   */
+  call(name: string, arg?: unknown): Promise<any>;
+}
+
+/** What a handler type's hooks are given: the recipe's organization, the caller (or the run's principal) and its inputs. */
+export interface HandledRecipeScope<P = any> {
+  orgId: number;
+  principal: Principal;
+  params: P;
+  inputs: RecipeDataset[];
 }
 
 interface RecipeTypeFields {
@@ -93,15 +106,23 @@ export interface PlannedRecipeType<P = any> extends RecipeTypeFields {
  * the module relative to the contributing plugin's folder (for a manifest without an entry module,
  * the manifest's folder).
  */
-export interface HandledRecipeType extends RecipeTypeFields {
+export interface HandledRecipeType<P = any> extends RecipeTypeFields {
   handler: string;
+  /**
+   * From code only: the output's columns the recipe will write, known from its definition (the
+   * schema endpoint answers them before any run). A throw is a 4xx refusing the recipe when it is
+   * saved (name the field: `body.params.model_id`, `body.inputs.0`).
+   */
+  describe?: (scope: HandledRecipeScope<P>) => Promise<DataColumn[]>;
+  /** From code only: the functions the handler may call on the main thread (`ctx.call(name, arg)`), for one run. */
+  calls?: (scope: HandledRecipeScope<P>) => Record<string, (arg: any) => Promise<unknown>>;
 }
 
 export type RecipeTypeContribution = PlannedRecipeType | HandledRecipeType;
 
 /** A recipe type contributed from code, its planner typed by its parameters. */
 export function recipeType<P>(type: PlannedRecipeType<P>): PlannedRecipeType<P>;
-export function recipeType(type: HandledRecipeType): HandledRecipeType;
+export function recipeType<P>(type: HandledRecipeType<P>): HandledRecipeType<P>;
 export function recipeType(type: RecipeTypeContribution): RecipeTypeContribution {
   return type;
 }
@@ -115,9 +136,12 @@ const contributionSchema = z
     outputs: z.number().int().min(1).max(16).optional(),
     handler: z.string().regex(/^[^:]+:[A-Za-z_$][\w$]*$/, 'must be "module:function", module relative to the plugin folder').optional(),
     plan: z.custom<RecipePlanner>((value) => typeof value === 'function', 'must be a function').optional(),
+    describe: z.custom<HandledRecipeType['describe']>((value) => typeof value === 'function', 'must be a function').optional(),
+    calls: z.custom<HandledRecipeType['calls']>((value) => typeof value === 'function', 'must be a function').optional(),
   })
   .strict()
-  .refine((type) => (type.handler === undefined) !== (type.plan === undefined), 'must have either plan (a function, from code) or handler ("module:function")');
+  .refine((type) => (type.handler === undefined) !== (type.plan === undefined), 'must have either plan (a function, from code) or handler ("module:function")')
+  .refine((type) => type.handler !== undefined || (type.describe === undefined && type.calls === undefined), 'describe and calls belong to a handler type');
 
 /**
  * The recipe types (spec §2.7): one per id, from code (`run`) or a manifest's `contributes`
@@ -141,8 +165,8 @@ export interface OfferedRecipeType {
   outputs: number;
   /** Set for a type run as SQL. */
   plan: RecipePlanner | null;
-  /** Set for a type run by a handler in a worker thread: its module's absolute path and export. */
-  handler: { modulePath: string; exportName: string } | null;
+  /** Set for a type run by a handler in a worker thread: its module's absolute path and export, and its hooks (from code). */
+  handler: { modulePath: string; exportName: string; describe: HandledRecipeType['describe'] | null; calls: HandledRecipeType['calls'] | null } | null;
   /** Where `params` fails the type's schema, as field errors under `location` (`body.params.field`); empty when valid. */
   check(params: unknown, location?: string): FieldError[];
 }

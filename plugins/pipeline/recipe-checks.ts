@@ -30,7 +30,10 @@ export class RecipeChecks {
     const outside = outputs.findIndex((output) => output.project_id !== fields.project_id);
     if (outside >= 0) throw problems.unprocessable(`output dataset "${outputs[outside].name}" belongs to another project than the recipe's`, [{ path: `body.outputs.${outside}`, message: 'in another project' }]);
     if (type.plan) await this.planning.plan(type, fields.params, principal, inputs, outputs.length);
-    else checkCounts(type, inputs.length, outputs.length);
+    else {
+      checkCounts(type, inputs.length, outputs.length);
+      await type.handler!.describe?.({ orgId, principal, params: fields.params, inputs });
+    }
   }
 
   /**
@@ -49,11 +52,18 @@ export class RecipeChecks {
     if (cycle) throw problems.conflict(`the recipe would close a cycle through datasets ${cycle.join(' → ')} (body.inputs)`);
   }
 
-  /** Each output's columns as the recipe would write them (planned), or as they are (a handler type's). */
+  /** Each output's columns as the recipe would write them (planned, or described by a handler type), or as they are (a handler type's without `describe`). */
   async outputColumns(recipe: Recipe, principal: Principal) {
     const type = await this.execution.typeFor(recipe.org_id, recipe.type, recipe.params);
     const inputs = await this.planning.expected(await this.planning.datasets(recipe.org_id, recipe.inputs, 'inputs'), principal);
     const outputs = await this.planning.datasets(recipe.org_id, recipe.outputs, 'outputs');
+    const describe = type.handler?.describe;
+    if (describe) {
+      const columns = await describe({ orgId: recipe.org_id, principal, params: recipe.params, inputs });
+      // As a run would write them: every column PII when any input column is (see the handler's load).
+      const pii = inputs.some((d) => d.columns.some((c) => c.pii));
+      return outputs.map((d) => ({ dataset_id: d.id, dataset: d.name, source: 'plan' as const, columns: columns.map((c) => ({ name: c.name, type: c.type, pii })) }));
+    }
     if (!type.plan) return outputs.map((d) => ({ dataset_id: d.id, dataset: d.name, source: 'last_run' as const, columns: d.columns.map((c) => ({ name: c.name, type: c.type, pii: c.pii })) }));
     const planned = await this.planning.plan(type, recipe.params, principal, inputs, outputs.length);
     return outputs.map((d, i) => ({ dataset_id: d.id, dataset: d.name, source: 'plan' as const, columns: planned[i].columns }));

@@ -112,6 +112,7 @@ export class RecipeExecution {
         },
         signal: context.signal,
         timeoutMs: context.timeoutMs,
+        calls: type.handler!.calls?.({ orgId: recipe.org_id, principal: context.principal, params: recipe.params, inputs }),
         log: context.log,
       });
       channel.end();

@@ -46,7 +46,7 @@ async function resolve({ value, pluginId, dir, importModule }: Contribution<Reci
     inputs: { min: value.inputs?.min ?? 1, max: value.inputs?.max ?? null },
     outputs: value.outputs ?? 1,
     plan: 'plan' in value ? value.plan : null,
-    handler: 'handler' in value ? await findHandler(value.id, value.handler, dir, importModule) : null,
+    handler: 'handler' in value ? { ...(await findHandler(value.id, value.handler, dir, importModule)), describe: value.describe ?? null, calls: value.calls ?? null } : null,
     check: (params, location = 'body.params') => check(params, location),
   };
 }

@@ -70,13 +70,14 @@ export class RegistryService implements RegistryModels {
     return model;
   }
 
+  async signature(orgId: number, modelId: number, number: number | null) {
+    const { model, version } = await this.ready(orgId, modelId, number);
+    return { version: version.version, task: model.task, features: version.spec.features };
+  }
+
   async predict(orgId: number, modelId: number, number: number | null, rows: Record<string, unknown>[]): Promise<Predictions> {
-    const model = await this.models.get(orgId, modelId);
-    const wanted = number ?? model.active_version;
-    if (wanted === null) throw problems.conflict(`model ${model.name} has no active version yet`);
-    const version = await this.models.version(orgId, modelId, wanted);
-    if (!version) throw problems.conflict(`model ${model.name} has no version ${wanted}`);
-    if (version.status !== 'ready') throw problems.conflict(`version ${wanted} of model ${model.name} is ${version.status}`);
+    const { version } = await this.ready(orgId, modelId, number);
+    const wanted = version.version;
     const loaded = await this.load(version.id);
     const errors: FieldError[] = [];
     rows.forEach((row, i) => {
@@ -87,6 +88,17 @@ export class RegistryService implements RegistryModels {
     });
     if (errors.length) throw problems.badRequest(`${errors.length} value(s) do not fit the model's features: ${errors.slice(0, 5).map((e) => `${e.path} ${e.message}`).join('; ')}`, errors.slice(0, 100));
     return { ...(await loaded.predict(rows)), version: wanted };
+  }
+
+  /** The version asked (null: the active one), ready to predict; else a 409 saying why. */
+  private async ready(orgId: number, modelId: number, number: number | null): Promise<{ model: Model; version: ModelVersion }> {
+    const model = await this.models.get(orgId, modelId);
+    const wanted = number ?? model.active_version;
+    if (wanted === null) throw problems.conflict(`model ${model.name} has no active version yet`);
+    const version = await this.models.version(orgId, modelId, wanted);
+    if (!version) throw problems.conflict(`model ${model.name} has no version ${wanted}`);
+    if (version.status !== 'ready') throw problems.conflict(`version ${wanted} of model ${model.name} is ${version.status}`);
+    return { model, version };
   }
 
   /**
