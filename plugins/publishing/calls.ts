@@ -51,7 +51,7 @@ export function lookupIndexes(catalog: DatasetCatalog) {
 /**
  * Serves GET|POST /api/service/{key}/{endpoint} (spec §4, §5.14). A service that is not published,
  * or not of the key's organization, is not there (404); a key of another service or an endpoint
- * outside its `allowed_endpoints` is refused (403); then the key's rate, then the endpoint runs
+ * outside its `allowed_endpoints`, existing or not, is refused (403); then the key's rate, then the endpoint runs
  * with the publisher's rights, checked again on every call.
  */
 export function endpointCalls(deps: CallDeps) {
@@ -60,9 +60,10 @@ export function endpointCalls(deps: CallDeps) {
     if (!service || service.status !== 'published' || service.org_id !== principal.orgId || service.published_by === null) throw problems.notFound(`no published API Service "${serviceKey}"`);
     const key = await deps.keys.get(principal.orgId, Number(principal.keyId));
     if (!key || key.service_id !== service.id) throw problems.forbidden(`this API key belongs to another API Service than "${serviceKey}"`);
+    // Checked before the endpoint is looked up: a key learns nothing of the endpoints outside its list.
+    if (principal.allowed && !principal.allowed.has(name)) throw problems.forbidden(`this API key may not call the endpoint "${name}" (allowed_endpoints)`);
     const endpoint = service.endpoints.find((e) => e.name === name);
     if (!endpoint) throw problems.notFound(`API Service "${serviceKey}" has no endpoint "${name}"`);
-    if (principal.allowed && !principal.allowed.has(name)) throw problems.forbidden(`this API key may not call the endpoint "${name}" (allowed_endpoints)`);
     if (key.rate_limit_per_min !== null) {
       await deps.rateLimits.take(principal, { name: 'publishing.key', limit: key.rate_limit_per_min, windowMs: 60_000, detail: `this API key may make ${key.rate_limit_per_min} calls a minute; retry later` });
     }

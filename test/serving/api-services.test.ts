@@ -326,6 +326,10 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
       const refused = await call(key, 'shop', 'by-region', { query: '?region=EU' });
       expect(refused.status).toBe(403);
       expect(refused.body.detail).toMatch(/allowed_endpoints/);
+      // An endpoint that does not exist is refused the same: the key learns no endpoint names.
+      const unknown = await call(key, 'shop', 'no-such-endpoint', { query: '?region=EU' });
+      expect(unknown.status, unknown.text).toBe(403);
+      expect(unknown.body.detail).toMatch(/allowed_endpoints/);
     });
 
     it('applies fixed_params to every call, and never lets the caller override them', async () => {
