@@ -196,6 +196,21 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
       expectField(await call(key, 'shop', 'by-region', { query: '?region=EU&sql=drop' }), 400, 'query.sql');
     });
 
+    it('reads a number from the query string in linear time, refusing a huge one (400)', async () => {
+      const endpoint = { name: 'from', kind: 'sql', config: { query: 'select id from customers where id * 1.0 >= $1 order by id', params: [{ name: 'min', type: 'number', required: true }] } };
+      const created = await create({ project_id: projectId, name: 'Numbers', key: 'numbers', endpoints: [endpoint] });
+      await publish(created.body.id);
+      const { key } = await mint(created.body.id);
+      const from = await call(key, 'numbers', 'from', { query: '?min=2.5e0' });
+      expect(from.status, from.text).toBe(200);
+      expect(from.body.rows.map((r: { id: number }) => r.id)).toEqual([3, 4]);
+      // 10,000 digits and an x took the old pattern quadratic time; refused either way.
+      expectField(await call(key, 'numbers', 'from', { query: `?min=${'1'.repeat(9_999)}x` }), 400, 'query.min');
+      // A number text is read only up to 400 characters, before any pattern: even a well-formed longer one is refused.
+      expectField(await call(key, 'numbers', 'from', { query: `?min=${'0'.repeat(9_000)}3` }), 400, 'query.min');
+      expectField(await call(key, 'numbers', 'from', { query: '?min=1.2.3' }), 400, 'query.min');
+    });
+
     it('binds hostile inputs, never splicing them: quotes and comments of both dialects, NUL bytes, huge values', async () => {
       const hostile = [
         "EU' or '1'='1",
