@@ -16,11 +16,14 @@ export interface EndpointContext {
   audit: RequestAudit;
 }
 
+/** An input's value in `values` (a caller's or a key's fixed ones), never one of Object's own (`toString`): undefined when not there. */
+export const inputOf = (values: Readonly<Record<string, unknown>>, name: string): unknown => (Object.hasOwn(values, name) ? values[name] : undefined);
+
 /** A 400 for a caller input (named `<at>.<name>`) the endpoint does not take, or one the key locks. */
 export function refuseInputs(values: Record<string, unknown>, at: string, known: ReadonlySet<string>, fixed: FixedParams): void {
   for (const name of Object.keys(values)) {
     const path = `${at}.${name}`;
-    if (name in fixed) throw problems.badRequest(`${path}: fixed by this API key; leave it out`, [{ path, message: 'fixed by this API key' }]);
+    if (Object.hasOwn(fixed, name)) throw problems.badRequest(`${path}: fixed by this API key; leave it out`, [{ path, message: 'fixed by this API key' }]);
     if (!known.has(name)) throw problems.badRequest(`${path}: this endpoint takes no input "${name}"`, [{ path, message: 'unknown input' }]);
   }
 }

@@ -6,7 +6,7 @@
 import { HttpProblem, problems, z, type FieldError } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog, DatasetInfo } from '../datasets/public.ts';
 import type { GovernedSql } from '../sql/public.ts';
-import { INPUT_TYPES, MAX_INPUT_TEXT, typedInput } from './inputs.ts';
+import { INPUT_TYPES, MAX_INPUT_TEXT, notReservedName, RESERVED_NAME_MESSAGE, typedInput } from './inputs.ts';
 
 export const ENDPOINT_KINDS = ['sql', 'lookup', 'model', 'function'] as const;
 export const ON_MULTIPLE = ['all', 'first', 'error'] as const;
@@ -16,7 +16,10 @@ export const MAX_SQL_ROWS = 10_000;
 export const MAX_ROWS_PER_KEY = 1000;
 
 const endpointName = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'must be 1 to 63 lower-case letters, digits, _ or -, starting with a letter or a digit');
-const inputName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, 'must be a name of letters, digits and _, not starting with a digit (at most 63)');
+const inputName = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, 'must be a name of letters, digits and _, not starting with a digit (at most 63)')
+  .refine(notReservedName, RESERVED_NAME_MESSAGE);
 const columnName = z.string().min(1).max(200);
 const scalar = z.union([z.string().max(MAX_INPUT_TEXT), z.number(), z.boolean(), z.null()]);
 const unmaskedColumns = z
@@ -40,7 +43,7 @@ const sqlConfig = z
 const lookupConfig = z
   .object({
     dataset_id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
-    keys: z.array(columnName).min(1).max(8).describe('The columns a key is made of: each call gives a value for each (a fixed parameter fills one in)'),
+    keys: z.array(columnName.refine(notReservedName, RESERVED_NAME_MESSAGE)).min(1).max(8).describe('The columns a key is made of: each call gives a value for each (a fixed parameter fills one in)'),
     columns: z.array(columnName).min(1).max(500).optional().describe('The columns answered; default all'),
     filters: z.array(z.string().min(1).max(MAX_INPUT_TEXT)).max(50).default([]).describe('`column:operator:value` conditions every answered row meets (the language of GET …/rows)'),
     on_multiple: z.enum(ON_MULTIPLE).default('all').describe('Rows matching one key: `all` (up to max_rows_per_key), `first` (in row order), `error` (409)'),

@@ -8,6 +8,15 @@ export type InputType = (typeof INPUT_TYPES)[number];
 /** The longest text an input may carry: a bound value, but not a way to make the database read megabytes. */
 export const MAX_INPUT_TEXT = 10_000;
 
+/**
+ * Names an input (a SQL parameter, a lookup key column, a fixed parameter) may not have: objects
+ * read them off their prototype, and zod's records silently drop a `__proto__` key (a JSON body
+ * holding one is refused before, by the HTTP layer's parser).
+ */
+const RESERVED_INPUT_NAMES: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
+export const notReservedName = (name: string) => !RESERVED_INPUT_NAMES.has(name);
+export const RESERVED_NAME_MESSAGE = 'is reserved (__proto__, constructor and prototype name no input)';
+
 /** Where an input came from: a query string carries text, a JSON body typed values. */
 export type InputSource = 'query' | 'body';
 

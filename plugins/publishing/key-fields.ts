@@ -1,7 +1,7 @@
 import { problems, z } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
 import { lookupDataset } from './endpoints.ts';
-import { MAX_INPUT_TEXT, typedInput, type InputType } from './inputs.ts';
+import { MAX_INPUT_TEXT, notReservedName, RESERVED_NAME_MESSAGE, typedInput, type InputType } from './inputs.ts';
 import type { KeyFields } from './key-store.ts';
 import type { ApiService } from './service-store.ts';
 
@@ -10,7 +10,10 @@ export const keyInput = z.object({
   allowed_endpoints: z.array(z.string().min(1).max(63)).min(1).max(50).nullable().default(null).describe('Endpoint names the key may call; null: all'),
   expires_at: z.iso.datetime({ offset: true }).nullable().default(null).describe('When the key stops working; null: never'),
   fixed_params: z
-    .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,199}$/, 'must be a parameter or column name'), z.union([z.string().max(MAX_INPUT_TEXT), z.number(), z.boolean(), z.null()]))
+    .record(
+      z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,199}$/, 'must be a parameter or column name').refine(notReservedName, RESERVED_NAME_MESSAGE),
+      z.union([z.string().max(MAX_INPUT_TEXT), z.number(), z.boolean(), z.null()]),
+    )
     .default({})
     .describe('Inputs locked for every call of the key: a SQL parameter, or a lookup column (its rows filtered on it)'),
   rate_limit_per_min: z.number().int().min(1).max(1_000_000).nullable().default(null).describe("Calls a minute the key may make; null: only the platform's API_KEY_RATE_LIMIT_PER_MIN"),

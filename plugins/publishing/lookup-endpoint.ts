@@ -2,7 +2,7 @@ import { problems } from '../../kernel/plugin-api.ts';
 import { PII_MASK, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
 import type { LookupEndpoint } from './endpoints.ts';
 import { typedInput, type InputType } from './inputs.ts';
-import { refuseInputs, refuseUnfixable, type CallInput, type EndpointContext } from './call-input.ts';
+import { inputOf, refuseInputs, refuseUnfixable, type CallInput, type EndpointContext } from './call-input.ts';
 
 /** Keys one batch call may look up. */
 export const MAX_BATCH_KEYS = 100;
@@ -24,7 +24,7 @@ export async function runLookupEndpoint(endpoint: LookupEndpoint, dataset: Datas
   const types = new Map(dataset.columns.map((c) => [c.name, c.type as InputType]));
   refuseUnfixable(context.fixed, new Set(types.keys()));
   const fixedFilters = Object.entries(context.fixed).map(([column, value]) => equals(column, typedInput(types.get(column)!, value, 'body', `fixed_params.${column}`, catalog.parseValue)));
-  const callerKeys = config.keys.filter((column) => !(column in context.fixed));
+  const callerKeys = config.keys.filter((column) => !Object.hasOwn(context.fixed, column));
   const unmasked = new Set(config.unmasked_columns);
   const masked = dataset.columns.filter((c) => c.pii && !unmasked.has(c.name)).map((c) => c.name);
   const limit = config.on_multiple === 'first' ? 1 : config.on_multiple === 'error' ? 2 : config.max_rows_per_key;
@@ -34,8 +34,9 @@ export async function runLookupEndpoint(endpoint: LookupEndpoint, dataset: Datas
     refuseInputs(values, at, new Set(callerKeys), context.fixed);
     return callerKeys.map((column) => {
       const path = `${at}.${column}`;
-      if (values[column] === undefined) throw problems.badRequest(`${path}: required (a key is ${callerKeys.join(', ')})`, [{ path, message: 'required' }]);
-      return equals(column, typedInput(types.get(column)!, values[column], input.source, path, catalog.parseValue));
+      const value = inputOf(values, column);
+      if (value === undefined) throw problems.badRequest(`${path}: required (a key is ${callerKeys.join(', ')})`, [{ path, message: 'required' }]);
+      return equals(column, typedInput(types.get(column)!, value, input.source, path, catalog.parseValue));
     });
   };
 
@@ -47,7 +48,7 @@ export async function runLookupEndpoint(endpoint: LookupEndpoint, dataset: Datas
     return page.rows;
   };
 
-  const batch = input.source === 'body' && 'keys' in input.values ? input.values.keys : undefined;
+  const batch = input.source === 'body' ? inputOf(input.values, 'keys') : undefined;
   if (batch === undefined) return { key: input.values, rows: await rowsOf(keyOf(input.values, input.source), input.source) };
   if (Object.keys(input.values).length > 1) throw problems.badRequest('body: a batch holds `keys` only', [{ path: 'body', message: 'a batch holds keys only' }]);
   if (!Array.isArray(batch) || batch.length === 0 || batch.length > MAX_BATCH_KEYS) {

@@ -2,7 +2,7 @@ import { problems } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
 import type { GovernedSql } from '../sql/public.ts';
 import type { SqlEndpoint } from './endpoints.ts';
-import { refuseInputs, refuseUnfixable, type CallInput, type EndpointContext } from './call-input.ts';
+import { inputOf, refuseInputs, refuseUnfixable, type CallInput, type EndpointContext } from './call-input.ts';
 import { typedInput } from './inputs.ts';
 
 /**
@@ -17,9 +17,9 @@ export async function runSqlEndpoint(endpoint: SqlEndpoint, input: CallInput, co
   refuseUnfixable(context.fixed, declared);
   refuseInputs(input.values, input.source, declared, context.fixed);
   const params = config.params.map((param) => {
-    if (param.name in context.fixed) return typedInput(param.type, context.fixed[param.name], 'body', `fixed_params.${param.name}`, deps.catalog.parseValue);
+    if (Object.hasOwn(context.fixed, param.name)) return typedInput(param.type, context.fixed[param.name], 'body', `fixed_params.${param.name}`, deps.catalog.parseValue);
     const path = `${input.source}.${param.name}`;
-    const given = input.values[param.name];
+    const given = inputOf(input.values, param.name);
     if (given !== undefined) return typedInput(param.type, given, input.source, path, deps.catalog.parseValue);
     if (param.default !== undefined) return typedInput(param.type, param.default, 'body', path, deps.catalog.parseValue);
     if (param.required) throw problems.badRequest(`${path}: required`, [{ path, message: 'required' }]);

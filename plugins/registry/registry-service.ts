@@ -82,7 +82,7 @@ export class RegistryService implements RegistryModels {
     const errors: FieldError[] = [];
     rows.forEach((row, i) => {
       for (const feature of loaded.features) {
-        const problem = feature.name in row ? valueProblem(feature, row[feature.name]) : 'missing';
+        const problem = Object.hasOwn(row, feature.name) ? valueProblem(feature, row[feature.name]) : 'missing';
         if (problem) errors.push({ path: `body.rows.${i}.${feature.name}`, message: problem });
       }
     });

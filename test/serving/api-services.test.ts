@@ -211,6 +211,40 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
       expectField(await call(key, 'numbers', 'from', { query: '?min=1.2.3' }), 400, 'query.min');
     });
 
+    it('reads inputs named as Object\u2019s own (toString, valueOf) as any other, and refuses __proto__, constructor and prototype as names at save', async () => {
+      const columns = [{ name: 'id', type: 'integer' }, { name: 'toString', type: 'string' }];
+      const protos = await t.request('POST', '/api/datasets', { body: { name: 'protos', project_id: projectId, columns } });
+      expect(protos.status, protos.text).toBe(201);
+      await t.request('POST', `/api/datasets/${protos.body.id}/rows`, { body: [{ id: 1, toString: 'a' }, { id: 2, toString: 'b' }] });
+      const endpoints = [
+        { name: 'by-text', kind: 'lookup', config: { dataset_id: protos.body.id, keys: ['toString'], columns: ['id'] } },
+        { name: 'from', kind: 'sql', config: { query: 'select id from protos where id >= $1 order by id', params: [{ name: 'valueOf', type: 'integer', default: 0 }] } },
+      ];
+      const created = await create({ project_id: projectId, name: 'Protos', key: 'protos', endpoints });
+      expect(created.status, created.text).toBe(201);
+      await publish(created.body.id);
+      const { key } = await mint(created.body.id);
+      const byText = await call(key, 'protos', 'by-text', { query: '?toString=b' });
+      expect(byText.status, byText.text).toBe(200);
+      expect(byText.body.rows).toEqual([{ id: 2 }]);
+      expect((await call(key, 'protos', 'by-text', { body: { keys: [{ toString: 'a' }] } })).body.results[0].rows).toEqual([{ id: 1 }]);
+      const from = await call(key, 'protos', 'from', { query: '?valueOf=2' });
+      expect(from.status, from.text).toBe(200);
+      expect(from.body.rows).toEqual([{ id: 2 }]);
+      expect((await call(key, 'protos', 'from')).body.rows).toEqual([{ id: 1 }, { id: 2 }]);
+
+      const named = (name: string) => [{ ...endpoints[1], config: { ...endpoints[1].config, params: [{ name, type: 'integer' }] } }];
+      for (const name of ['__proto__', 'constructor', 'prototype']) {
+        expectField(await create({ project_id: projectId, name: 'Bad', key: 'bad-name', endpoints: named(name) }), 400, 'body.endpoints.0.config.params.0.name');
+        expectField(await create({ project_id: projectId, name: 'Bad', key: 'bad-name', endpoints: [{ ...endpoints[0], config: { ...endpoints[0].config, keys: [name] } }] }), 400, 'body.endpoints.0.config.keys.0');
+        // Sent as JSON text: an object literal's __proto__ would set its prototype, not a key.
+        const fixed = await t.request('POST', `${BASE}/${created.body.id}/keys`, { body: JSON.parse(`{"name": "k", "fixed_params": {"${name}": 1}}`) });
+        // The HTTP layer's JSON parser refuses a __proto__ key before the route sees it.
+        if (name === '__proto__') expect(fixed.status, fixed.text).toBe(400);
+        else expectField(fixed, 400, `body.fixed_params.${name}`);
+      }
+    });
+
     it('binds hostile inputs, never splicing them: quotes and comments of both dialects, NUL bytes, huge values', async () => {
       const hostile = [
         "EU' or '1'='1",
