@@ -83,6 +83,13 @@ export function apiServiceRoutes({ services, keys, catalog, projects, sql, ensur
   const mayLendRights = (principal: UserPrincipal) => {
     if (!principal.capabilities.has('datasets.read')) throw problems.forbidden('a published service reads with your rights to read datasets: this needs the capability "datasets.read"');
   };
+  /** A key reads with the publisher's rights: only the publisher hands one out, nobody mints a key reading as someone else. */
+  const mayMint = (service: ApiService, principal: UserPrincipal) => {
+    if (service.published_by === null) throw problems.forbidden(`API Service "${service.key}" was never published: a data API key reads with its publisher's rights, so publish it first`);
+    if (service.published_by !== principal.userId) {
+      throw problems.forbidden(`a data API key of "${service.key}" reads with the rights of its publisher (user ${service.published_by}), so only they may mint one: publish it yourself to mint keys reading with your rights`);
+    }
+  };
 
   return [
     defineRoute({
@@ -205,12 +212,13 @@ export function apiServiceRoutes({ services, keys, catalog, projects, sql, ensur
       path: '/api-services/{id}/keys',
       summary: 'Mint a data API key',
       description:
-        'The secret (`key`, prefix `dpk_`) is answered once; only a keyed hash of it is kept. Callers send it as `X-API-Key`. `fixed_params` are locked for every call of the key (a SQL parameter, or a lookup column as a filter) and a caller may not send them.',
+        'Only the user who published the service (`published_by`) may mint its keys: they read with that user\u2019s rights. The secret (`key`, prefix `dpk_`) is answered once; only a keyed hash of it is kept. Callers send it as `X-API-Key`. `fixed_params` are locked for every call of the key (a SQL parameter, or a lookup column as a filter) and a caller may not send them.',
       capability: 'publishing.write',
       request: { params: idParams, body: keyInput },
-      responses: { 201: { description: 'Minted; the secret shown once', schema: keySchema.extend({ key: z.string() }) } },
+      responses: { 201: { description: 'Minted; the secret shown once', schema: keySchema.extend({ key: z.string() }) }, 403: { description: 'The caller is not the service\u2019s publisher, or it was never published' } },
       handler: async ({ params, body, orgId, principal, audit }) => {
         const service = await services.get(orgId, params.id);
+        mayMint(service, principal);
         const fields = await checkKeyFields(body, service, orgId, catalog);
         const { secret, key } = await keys.mint(orgId, service.id, fields, principal.userId);
         await audit.record({ action: 'publishing.key.mint', targetType: 'api_key', targetId: key.id, details: { service_id: service.id, name: key.name, allowed_endpoints: key.allowed_endpoints } });

@@ -40,8 +40,9 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
       body: options.body,
       headers: key === null ? {} : { 'x-api-key': key },
     });
-  const mint = async (serviceId: number, body: Record<string, unknown> = {}) => {
-    const res = await t.request('POST', `${BASE}/${serviceId}/keys`, { body: { name: 'consumer', ...body } });
+  /** A key minted by the service's publisher (the admin unless `token` says who). */
+  const mint = async (serviceId: number, body: Record<string, unknown> = {}, token?: string) => {
+    const res = await t.request('POST', `${BASE}/${serviceId}/keys`, { body: { name: 'consumer', ...body }, token });
     expect(res.status, res.text).toBe(201);
     return res.body as { id: number; key: string };
   };
@@ -138,15 +139,13 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
   });
 
   describe('publishing', () => {
-    let key: string;
-    beforeAll(async () => {
-      key = (await mint(shop.id)).key;
-    });
-
-    it('answers 404 for a draft, then serves once published, and 404 again once unpublished', async () => {
-      expect((await call(key, 'shop', 'by-region', { query: '?region=EU' })).status).toBe(404);
+    it('mints no key for a draft (403), then serves once published, and 404 once unpublished', async () => {
+      const early = await t.request('POST', `${BASE}/${shop.id}/keys`, { body: { name: 'early' } });
+      expect(early.status, early.text).toBe(403);
+      expect(early.body.detail).toMatch(/never published/);
       const published = await publish(shop.id);
       expect(published).toMatchObject({ status: 'published', published_by: expect.any(Number), published_at: expect.any(String) });
+      const { key } = await mint(shop.id);
       expect((await call(key, 'shop', 'by-region', { query: '?region=EU' })).status).toBe(200);
       const unpublished = await t.request('POST', `${BASE}/${shop.id}/unpublish`);
       expect(unpublished.body.status).toBe('unpublished');
@@ -474,7 +473,7 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
       ];
       const created = await create({ project_id: projectId, name: 'Accounts', key: 'accounts', endpoints }, analyst.token);
       await publish(created.body.id, analyst.token);
-      const { key } = await mint(created.body.id);
+      const { key } = await mint(created.body.id, {}, analyst.token);
       expect((await call(key, 'accounts', 'by-region', { query: '?region=EU' })).body.rows.map((r: { id: number }) => r.id)).toEqual([1, 3]);
       expect((await call(key, 'accounts', 'by-region', { query: '?region=US' })).body.rows).toEqual([]);
       // Governed SQL over the row-filtered dataset, whose filter can now search the lookup's index.
@@ -499,12 +498,30 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
       expect((await t.request('PATCH', `${BASE}/${created.body.id}`, { body: { name: 'Renamed' } })).body.published_by).toBe(editor.id);
     });
 
+    it('lets only the publisher mint keys (403 naming why): nobody gets a key reading with another\u2019s rights', async () => {
+      const endpoints = [lookup('by-id', { keys: ['id'], columns: ['id', 'email'], unmasked_columns: ['email'] })];
+      const created = await create({ project_id: projectId, name: 'Admins', key: 'admins', endpoints });
+      await publish(created.body.id);
+      // An editor without datasets.pii.read may not mint a key reading as the admin who published it.
+      const editor = await t.userToken('editor', 'key-borrower');
+      const borrowed = await t.request('POST', `${BASE}/${created.body.id}/keys`, { token: editor.token, body: { name: 'borrowed' } });
+      expect(borrowed.status, borrowed.text).toBe(403);
+      expect(borrowed.body.detail).toMatch(/reads with the rights of its publisher.*only they may mint/);
+      expect((await t.request('GET', `${BASE}/${created.body.id}/keys`)).body.items).toEqual([]);
+      // Published by the editor, the service reads with the editor's rights, and the editor mints.
+      await publish(created.body.id, editor.token);
+      const { key } = await mint(created.body.id, {}, editor.token);
+      expect((await call(key, 'admins', 'by-id', { query: '?id=1' })).body.rows).toEqual([{ id: 1, email: '***' }]);
+      // Nor does the admin mint keys reading with the editor's rights.
+      expect((await t.request('POST', `${BASE}/${created.body.id}/keys`, { body: { name: 'admin' } })).status).toBe(403);
+    });
+
     it('reads with the rights of who published, checked on every call: PII stays masked without datasets.pii.read, and a deactivated publisher is a 403', async () => {
       const editor = await t.userToken('editor', 'service-publisher');
       const created = await create({ project_id: projectId, name: 'Editor', key: 'editors', endpoints: [lookup('by-id', { keys: ['id'], columns: ['id', 'email'], unmasked_columns: ['email'] })] }, editor.token);
       expect(created.status, created.text).toBe(201);
       await publish(created.body.id, editor.token);
-      const { key } = await mint(created.body.id);
+      const { key } = await mint(created.body.id, {}, editor.token);
       // The endpoint lists email, but its publisher may not see PII.
       expect((await call(key, 'editors', 'by-id', { query: '?id=1' })).body.rows).toEqual([{ id: 1, email: '***' }]);
       const deactivated = await t.request('PATCH', `/api/users/${editor.id}`, { body: { is_active: false } });
@@ -518,7 +535,7 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
       const leaver = await t.userToken('editor', 'leaving-publisher');
       const created = await create({ project_id: projectId, name: 'Leaver', key: 'leavers', endpoints: [lookup('by-id', { keys: ['id'], columns: ['id'] })] }, leaver.token);
       await publish(created.body.id, leaver.token);
-      const { key } = await mint(created.body.id);
+      const { key } = await mint(created.body.id, {}, leaver.token);
       expect((await call(key, 'leavers', 'by-id', { query: '?id=1' })).body.rows).toEqual([{ id: 1 }]);
       expect((await t.request('DELETE', `/api/organizations/1/members/${leaver.id}`)).status).toBe(204);
       const refused = await call(key, 'leavers', 'by-id', { query: '?id=1' });
