@@ -403,7 +403,7 @@ export function pipelineRows(figures: PipelineFigures): Record<string, { value: 
   const rows: Record<string, { value: string | number }> = {};
   for (const [label, during] of h ? ([['few groups', h.during_group_few_groups], ['one group per row', h.during_group_one_group_per_row]] as const) : []) {
     rows[`${dialect}: GET /healthz idle → during group (${label}) runs, median of ${h!.load.rounds} rounds (target p99 ≤ 3× idle)`] = {
-      value: `p50 ${during.idle.p50_ms} → ${during.p50_ms} ms, p99 ${during.idle.p99_ms} → ${during.p99_ms} ms (×${during.p99_ratio_vs_idle}; rounds ×${during.p99_ratios_of_rounds.join(', ×')}; ${during.recipe_runs} runs, ${Math.round((during.share_of_window_running ?? 0) * 100)}% of the window)`,
+      value: `p50 ${during.idle.p50_ms} → ${during.p50_ms} ms, p99 ${during.idle.p99_ms} → ${during.p99_ms} ms (×${during.p99_ratio_vs_idle}; rounds ${during.p99_ratios_of_rounds.map((r) => (r === null ? 'n/a (idle p99 0 ms)' : `×${r}`)).join(', ')}; ${during.recipe_runs} runs, ${Math.round((during.share_of_window_running ?? 0) * 100)}% of the window)`,
     };
   }
   for (const [name, g] of Object.entries(figures.group_vs_direct ?? {}) as [string, GroupFigures][]) {
