@@ -31,6 +31,9 @@ export function checkColumns(catalog: DatasetCatalog, principal: Principal, data
     else if (!FEATURE_TYPES.has(column.type)) errors.push({ path, message: `a ${column.type} column cannot be a feature (use integer, number, string or boolean)` });
   });
   if (errors.length) throw problems.badRequest(errors.map((e) => `${e.path}: ${e.message}`).join('; '), errors);
+  // A class is shown to every reader of the model (metrics' confusion matrix, predictions,
+  // probabilities): a PII column's values would reach people who may not see them.
+  if (task === 'classification' && targetColumn?.pii) throw problems.badRequest(`${target} is a PII column: its values cannot be a classification's classes`, [{ path: 'body.target', message: 'is a PII column' }]);
   if (!catalog.seesPii(principal)) {
     const pii = [target, ...features].map((name, i) => ({ name, path: i === 0 ? 'body.target' : `body.features.${i - 1}` })).filter(({ name }) => byName.get(name)!.pii);
     if (pii.length) throw new HttpProblem(403, `training on PII columns (${pii.map((p) => p.name).join(', ')}) needs the capability "datasets.pii.read"`, { errors: pii.map(({ path }) => ({ path, message: 'is a PII column' })) });

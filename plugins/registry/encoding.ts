@@ -24,12 +24,16 @@ const category = (value: unknown): string | null => (value === null || value ===
 
 const numeric = (value: unknown): number | null => (typeof value === 'number' && Number.isFinite(value) ? value : null);
 
+/** Categories a categorical feature may have: an identifier-like text (an e-mail, an id) is no feature, and one-hot columns grow with it. */
+export const MAX_CATEGORIES = 1_000;
+
 /** The encodings of `features` fitted on the training rows (by column: `column(name)` answers its values). */
 export function fitEncodings(features: Feature[], column: (name: string) => unknown[], dropFirst: boolean): FeatureEncoding[] {
   return features.map((feature) => {
     const values = column(feature.name);
     if (isCategorical(feature.type)) {
       const categories = [...new Set(values.map(category).filter((c): c is string => c !== null))].sort();
+      if (categories.length > MAX_CATEGORIES) throw new Error(`feature ${feature.name} has ${categories.length} distinct values in the training split (at most ${MAX_CATEGORIES} for a categorical feature)`);
       return { name: feature.name, kind: 'categorical', categories, first_dropped: dropFirst };
     }
     const present = values.map(numeric).filter((v): v is number => v !== null);

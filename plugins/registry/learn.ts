@@ -4,6 +4,9 @@
  */
 import { fit, load, type Algorithm, type Predictor, type Task } from './algorithms.ts';
 import { encodedWidths, encodeRow, fitEncodings, type Feature, type FeatureEncoding } from './encoding.ts';
+
+/** Values of the encoded training matrix at most (rows × encoded columns, held as JS numbers in the training thread). */
+const MAX_ENCODED_CELLS = 20_000_000;
 import { classificationMetrics, regressionMetrics, type ClassificationMetrics, type RegressionMetrics } from './metrics.ts';
 
 export interface TrainingRequest {
@@ -79,6 +82,8 @@ export function train(request: TrainingRequest): TrainingResult {
   const linear = request.algorithm === 'linear' || request.algorithm === 'logistic';
   const encodings = fitEncodings(request.features, (name) => training.map((r) => request.columns[name][r]), linear);
   const encode = (rows: number[]) => rows.map((r) => encodeRow(encodings, request.features.map((f) => request.columns[f.name][r])));
+  const width = encodedWidths(encodings).reduce((a, b) => a + b, 0);
+  if (training.length * width > MAX_ENCODED_CELLS) throw new Error(`${training.length} training rows × ${width} encoded columns is more than ${MAX_ENCODED_CELLS} values: use fewer rows or features`);
   const classification = request.task === 'classification';
   const classes = classification ? [...new Set(training.map((r) => targets[r]))].sort(sortValues) : null;
   if (classes && classes.length < 2) throw new Error(`the training split holds a single class of ${request.target} (${String(classes[0])}): classification needs two or more`);

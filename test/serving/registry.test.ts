@@ -186,6 +186,20 @@ describe.each(DIALECTS)('model registry (%s)', (dialect) => {
     expect((await train({ name: 'viewer', dataset_id: pii, target: 'score', features: ['age'], task: 'regression', algorithm: 'linear' }, viewer.token)).status).toBe(403);
   });
 
+  it('refuses a PII column as the classes of a classification, for everyone (a class is shown to every reader of the model)', async () => {
+    const refused = await train({ name: 'pii classes', dataset_id: pii, target: 'email', features: ['age'], task: 'classification', algorithm: 'decision_tree' });
+    expect([refused.status, refused.body.errors]).toEqual([400, [{ path: 'body.target', message: 'is a PII column' }]]);
+  });
+
+  it('ends failed, naming the feature, a training on a text with more distinct values than a categorical feature may have', async () => {
+    const ids = await loadDataset(t, project, 'ids', ['code:string', 'y:number'], Array.from({ length: 1_200 }, (_, i) => `code-${i},${i % 7}`));
+    const started = await train({ name: 'ids', dataset_id: ids, target: 'y', features: ['code'], task: 'regression', algorithm: 'decision_tree', test_ratio: 0.1 });
+    expect(started.status, started.text).toBe(202);
+    const run = await finished(t, started.body.run.id, 60_000);
+    expect(run.status).toBe('failed');
+    expect(run.error.detail).toMatch(/feature code has \d+ distinct values in the training split \(at most 1000/);
+  });
+
   it('a training that cannot succeed (a single class) ends failed with the reason', async () => {
     const started = await train({ name: 'single', dataset_id: single, target: 'label', features: ['x'], task: 'classification', algorithm: 'logistic' });
     expect(started.status, started.text).toBe(202);
