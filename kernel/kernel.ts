@@ -105,7 +105,7 @@ export class Kernel {
     const rateLimitStore = settings.RATE_LIMIT_STORE === 'database' ? new DatabaseRateLimitStore(this.storage) : new MemoryRateLimitStore();
     const rateLimits = new RateLimits(rateLimitStore);
     this.runPrincipals = new RunPrincipals(identity, () => this.registry.current.capabilities);
-    const delegation: Delegation = { actFor: (userId, orgId) => this.runPrincipals.actFor(userId, orgId) };
+    const delegation: Delegation = { actFor: (userId, orgId, scopes) => this.runPrincipals.actFor(userId, orgId, scopes) };
     const vault = new Vault(this.secrets.vaultKey);
     const outbound = new OutboundHttp(settings.OUTBOUND_ALLOWED_HOSTS, settings.OUTBOUND_TIMEOUT_MS);
     const enablement = new PluginEnablement(this.storage, (id) => this.registry.manifestOf(id));

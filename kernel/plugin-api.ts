@@ -103,10 +103,11 @@ export const kernelServices = {
 export interface Delegation {
   /**
    * A principal (`via: 'delegated'`) holding the capabilities the user has in the organization now
-   * (role baseline and groups), so row policies and PII rules apply as to that user; or why the
-   * user may not act there at all: removed, deactivated, or no longer a member.
+   * (role baseline and groups), narrowed to `scopes` when given (a scoped token's, kept with a
+   * StoredActor), so row policies and PII rules apply as to that user; or why the user may not act
+   * there at all: removed, deactivated, or no longer a member.
    */
-  actFor(userId: number, orgId: number): Promise<UserPrincipal | { refused: string }>;
+  actFor(userId: number, orgId: number, scopes?: readonly string[] | null): Promise<UserPrincipal | { refused: string }>;
 }
 
 export interface CapabilityCatalog {

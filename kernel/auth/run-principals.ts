@@ -10,6 +10,13 @@ export interface UserRights {
   capabilities: ReadonlySet<string>;
 }
 
+/** The user's capabilities narrowed to `scopes` (a scoped token's, recorded when the work was asked for); null or absent: all of them. */
+function narrowed(rights: UserRights, scopes: Iterable<string> | null | undefined): { capabilities: ReadonlySet<string>; scopes: ReadonlySet<string> | null } {
+  if (scopes == null) return { capabilities: rights.capabilities, scopes: null };
+  const kept = new Set(scopes);
+  return { capabilities: new Set([...rights.capabilities].filter((name) => kept.has(name))), scopes: kept };
+}
+
 /** Why a run may not act for its user any more; the run should end (failed), not retry. */
 export class RunNotAuthorizedError extends Error {}
 
@@ -28,16 +35,15 @@ export class RunPrincipals {
   async forRun(run: { runId: number; orgId: number | null; userId: number; scopes?: Iterable<string> | null }): Promise<RunPrincipal> {
     const rights = await this.rightsOf(run.userId, run.orgId);
     if ('refused' in rights) throw new RunNotAuthorizedError(`run ${run.runId}: ${rights.refused}`);
-    const scopes = run.scopes == null ? null : new Set(run.scopes);
-    const capabilities = scopes ? [...rights.capabilities].filter((name) => scopes.has(name)) : rights.capabilities;
+    const { capabilities } = narrowed(rights, run.scopes);
     return runPrincipal({ runId: run.runId, orgId: run.orgId, onBehalfOf: { userId: rights.user.userId, username: rights.user.username }, capabilities });
   }
 
-  /** `Delegation.actFor`: a principal with the user's rights of now in the organization, or the refusal. */
-  async actFor(userId: number, orgId: number): Promise<UserPrincipal | { refused: string }> {
+  /** `Delegation.actFor`: a principal with the user's rights of now in the organization, narrowed to `scopes` when given, or the refusal. */
+  async actFor(userId: number, orgId: number, scopes?: Iterable<string> | null): Promise<UserPrincipal | { refused: string }> {
     const rights = await this.rightsOf(userId, orgId);
     if ('refused' in rights) return rights;
-    return Object.freeze({ kind: 'user', ...rights.user, capabilities: rights.capabilities, via: 'delegated', tokenId: null, scopes: null });
+    return Object.freeze({ kind: 'user', ...rights.user, ...narrowed(rights, scopes), via: 'delegated', tokenId: null });
   }
 
   /**

@@ -1,4 +1,4 @@
-import { problems, type ApiKeyPrincipal, type Delegation, type Principal, type RateLimits, type RequestAudit } from '../../kernel/plugin-api.ts';
+import { problems, type ApiKeyPrincipal, type Delegation, type Principal, type RateLimits, type RequestAudit, type StoredActor } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
 import type { GovernedSql } from '../sql/public.ts';
 import { lookupDataset } from './endpoints.ts';
@@ -27,9 +27,9 @@ export interface EndpointCall {
   audit: RequestAudit;
 }
 
-/** The principal the endpoints of a service read with: its publisher's rights of now, or a 403 saying why not. */
-async function publisherOf(delegation: Delegation, publishedBy: number, orgId: number): Promise<Principal> {
-  const publisher = await delegation.actFor(publishedBy, orgId);
+/** The principal the endpoints of a service read with: its publisher's rights of now (narrowed to the scopes they published with), or a 403 saying why not. */
+async function publisherOf(delegation: Delegation, actor: StoredActor, orgId: number): Promise<Principal> {
+  const publisher = await delegation.actFor(actor.userId, orgId, actor.scopes);
   if ('refused' in publisher) throw problems.forbidden(`this API Service reads with the rights of the user who published it, and that user may not read any more: ${publisher.refused}`);
   if (!publisher.capabilities.has('datasets.read')) {
     throw problems.forbidden(`this API Service reads with the rights of the user who published it, and ${publisher.username} no longer holds the capability "datasets.read"`);
@@ -57,7 +57,7 @@ export function lookupIndexes(catalog: DatasetCatalog) {
 export function endpointCalls(deps: CallDeps) {
   return async ({ serviceKey, endpoint: name, principal, input, audit }: EndpointCall): Promise<unknown> => {
     const service = await deps.services.byKey(serviceKey);
-    if (!service || service.status !== 'published' || service.org_id !== principal.orgId || service.published_by === null) throw problems.notFound(`no published API Service "${serviceKey}"`);
+    if (!service || service.status !== 'published' || service.org_id !== principal.orgId || service.publisher === null) throw problems.notFound(`no published API Service "${serviceKey}"`);
     const key = await deps.keys.get(principal.orgId, Number(principal.keyId));
     if (!key || key.service_id !== service.id) throw problems.forbidden(`this API key belongs to another API Service than "${serviceKey}"`);
     // Checked before the endpoint is looked up: a key learns nothing of the endpoints outside its list.
@@ -69,7 +69,7 @@ export function endpointCalls(deps: CallDeps) {
     }
     if (endpoint.kind === 'function') throw problems.notImplemented(`the endpoint "${name}" is a function: declared, not callable yet`);
     if (endpoint.kind === 'model') throw problems.notImplemented('model endpoints need the model registry');
-    const context = { orgId: principal.orgId, publisher: await publisherOf(deps.delegation, service.published_by, principal.orgId), fixed: key.fixed_params, audit };
+    const context = { orgId: principal.orgId, publisher: await publisherOf(deps.delegation, service.publisher, principal.orgId), fixed: key.fixed_params, audit };
     if (endpoint.kind === 'sql') return runSqlEndpoint(endpoint, input, context, deps);
     const dataset = await lookupDataset(deps.catalog, principal.orgId, endpoint, `endpoints.${name}`);
     await deps.ensureIndex(principal.orgId, dataset.id, dataset.version, endpoint.config.keys);

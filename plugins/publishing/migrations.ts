@@ -44,4 +44,13 @@ export const publishingMigrations: Record<string, Migration> = {
       await db.schema.dropTable('publishing_services').execute();
     },
   },
+  '2026-11-27T2100_publishing_publisher_scopes': {
+    // The scopes of the token the publisher published with (null: the publisher's full permissions).
+    async up({ db, storage }) {
+      await db.schema.alterTable('publishing_services').addColumn('published_scopes', storage.types.json).execute();
+    },
+    async down({ db }) {
+      await db.schema.alterTable('publishing_services').dropColumn('published_scopes').execute();
+    },
+  },
 };

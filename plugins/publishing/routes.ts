@@ -1,4 +1,4 @@
-import { defineRoute, identitySchemas as s, problems, reply, z, type RouteDefinition, type UserPrincipal } from '../../kernel/plugin-api.ts';
+import { defineRoute, identitySchemas as s, problems, reply, storedActorOf, z, type RouteDefinition, type UserPrincipal } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
 import type { ProjectCatalog } from '../projects/public.ts';
 import type { GovernedSql } from '../sql/public.ts';
@@ -53,7 +53,7 @@ const keySchema = z
   })
   .meta({ id: 'DataApiKey' });
 
-const publicService = ({ org_id: _org, created_by: _by, ...service }: ApiService) => ({ ...service, asset_type: 'api_service' as const });
+const publicService = ({ org_id: _org, created_by: _by, publisher, ...service }: ApiService) => ({ ...service, published_by: publisher?.userId ?? null, asset_type: 'api_service' as const });
 const publicKey = ({ org_id: _org, ...key }: KeyRecord) => key;
 const base = { security: 'bearer', orgScoped: true } as const;
 const idParams = s.idParam('id');
@@ -85,9 +85,9 @@ export function apiServiceRoutes({ services, keys, catalog, projects, sql, ensur
   };
   /** A key reads with the publisher's rights: only the publisher hands one out, nobody mints a key reading as someone else. */
   const mayMint = (service: ApiService, principal: UserPrincipal) => {
-    if (service.published_by === null) throw problems.forbidden(`API Service "${service.key}" was never published: a data API key reads with its publisher's rights, so publish it first`);
-    if (service.published_by !== principal.userId) {
-      throw problems.forbidden(`a data API key of "${service.key}" reads with the rights of its publisher (user ${service.published_by}), so only they may mint one: publish it yourself to mint keys reading with your rights`);
+    if (service.publisher === null) throw problems.forbidden(`API Service "${service.key}" was never published: a data API key reads with its publisher's rights, so publish it first`);
+    if (service.publisher.userId !== principal.userId) {
+      throw problems.forbidden(`a data API key of "${service.key}" reads with the rights of its publisher (user ${service.publisher.userId}), so only they may mint one: publish it yourself to mint keys reading with your rights`);
     }
   };
 
@@ -150,7 +150,7 @@ export function apiServiceRoutes({ services, keys, catalog, projects, sql, ensur
           mayLendRights(principal);
           await indexLookups(orgId, body.endpoints!);
         }
-        const service = await services.update(orgId, params.id, { ...body, ...(republished ? { published_by: principal.userId } : {}) });
+        const service = await services.update(orgId, params.id, body, republished ? storedActorOf(principal) : undefined);
         await audit.record({ action: 'publishing.service.update', targetType: 'api_service', targetId: service.id, details: { changes: Object.keys(body) } });
         return publicService(service);
       },
@@ -185,7 +185,7 @@ export function apiServiceRoutes({ services, keys, catalog, projects, sql, ensur
         const current = await services.get(orgId, params.id);
         await check(orgId, current.endpoints);
         await indexLookups(orgId, current.endpoints);
-        const service = await services.setStatus(orgId, params.id, 'published', principal.userId);
+        const service = await services.publish(orgId, params.id, storedActorOf(principal));
         await audit.record({ action: 'publishing.service.publish', targetType: 'api_service', targetId: service.id, details: { key: service.key } });
         return publicService(service);
       },
@@ -199,9 +199,9 @@ export function apiServiceRoutes({ services, keys, catalog, projects, sql, ensur
       capability: 'publishing.write',
       request: { params: idParams },
       responses: { 200: { description: 'The API Service', schema: serviceSchema } },
-      handler: async ({ params, orgId, principal, audit }) => {
+      handler: async ({ params, orgId, audit }) => {
         await services.get(orgId, params.id);
-        const service = await services.setStatus(orgId, params.id, 'unpublished', principal.userId);
+        const service = await services.unpublish(orgId, params.id);
         await audit.record({ action: 'publishing.service.unpublish', targetType: 'api_service', targetId: service.id, details: { key: service.key } });
         return publicService(service);
       },

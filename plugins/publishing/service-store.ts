@@ -1,4 +1,4 @@
-import { problems } from '../../kernel/plugin-api.ts';
+import { problems, type StoredActor } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import type { Endpoint } from './endpoints.ts';
 
@@ -13,8 +13,8 @@ export interface ApiService {
   key: string;
   status: ServiceStatus;
   endpoints: Endpoint[];
-  /** The user whose rights the endpoints read with, from the last publish. */
-  published_by: number | null;
+  /** Whose rights the endpoints read with (the user and their token's scopes), from the last publish. */
+  publisher: StoredActor | null;
   published_at: string | null;
   created_by: number | null;
   created_at: string;
@@ -28,15 +28,15 @@ export class ServiceStore {
   constructor(private readonly storage: Storage) {}
 
   private decode(row: Record<string, any>): ApiService {
-    const id = (value: unknown) => (value === null ? null : Number(value));
+    const { published_by, published_scopes, ...rest } = row;
     return {
-      ...(row as ApiService),
+      ...(rest as Omit<ApiService, 'publisher'>),
       id: Number(row.id),
       org_id: Number(row.org_id),
       project_id: Number(row.project_id),
       endpoints: this.storage.decodeJson<Endpoint[]>(row.endpoints),
-      published_by: id(row.published_by),
-      created_by: id(row.created_by),
+      publisher: published_by === null ? null : { userId: Number(published_by), scopes: published_scopes === null ? null : this.storage.decodeJson<string[]>(published_scopes) },
+      created_by: row.created_by === null ? null : Number(row.created_by),
     };
   }
 
@@ -81,19 +81,31 @@ export class ServiceStore {
     return row && this.decode(row);
   }
 
-  async update(orgId: number, id: number, fields: Partial<Omit<ServiceFields, 'project_id'> & Pick<ApiService, 'published_by'>>): Promise<ApiService> {
+  /** Changes the fields given; `publisher` when the endpoints of a published service change (they read with the changer's rights). */
+  async update(orgId: number, id: number, fields: Partial<Omit<ServiceFields, 'project_id'>>, publisher?: StoredActor): Promise<ApiService> {
     const { endpoints, ...rest } = fields;
-    const set = { ...rest, ...(endpoints ? { endpoints: this.storage.encodeJson(endpoints) } : {}), updated_at: this.storage.now() };
+    const set = { ...rest, ...(endpoints ? { endpoints: this.storage.encodeJson(endpoints) } : {}), ...(publisher ? this.publishedBy(publisher) : {}), updated_at: this.storage.now() };
     await this.keyUnique(fields.key ?? '', () => this.storage.db.updateTable('publishing_services').set(set).where('org_id', '=', orgId).where('id', '=', id).execute());
     return this.get(orgId, id);
   }
 
-  /** Publishing records who published: the endpoints read with that user's rights from then on. */
-  async setStatus(orgId: number, id: number, status: Exclude<ServiceStatus, 'draft'>, userId: number): Promise<ApiService> {
-    const now = this.storage.now();
-    const published = status === 'published' ? { published_by: userId, published_at: now } : {};
-    await this.storage.db.updateTable('publishing_services').set({ status, ...published, updated_at: now }).where('org_id', '=', orgId).where('id', '=', id).execute();
+  /** Publishing records who published: the endpoints read with that user's rights (narrowed to their token's scopes) from then on. */
+  publish(orgId: number, id: number, publisher: StoredActor): Promise<ApiService> {
+    return this.setStatus(orgId, id, { status: 'published', ...this.publishedBy(publisher), published_at: this.storage.now() });
+  }
+
+  /** Calls answer 404 until it is published again; who published it stays recorded. */
+  unpublish(orgId: number, id: number): Promise<ApiService> {
+    return this.setStatus(orgId, id, { status: 'unpublished' });
+  }
+
+  private async setStatus(orgId: number, id: number, set: { status: Exclude<ServiceStatus, 'draft'> } & Record<string, unknown>): Promise<ApiService> {
+    await this.storage.db.updateTable('publishing_services').set({ ...set, updated_at: this.storage.now() }).where('org_id', '=', orgId).where('id', '=', id).execute();
     return this.get(orgId, id);
+  }
+
+  private publishedBy(publisher: StoredActor) {
+    return { published_by: publisher.userId, published_scopes: publisher.scopes === null ? null : this.storage.encodeJson(publisher.scopes) };
   }
 
   /** Deletes the service and (cascading) its keys. */

@@ -516,6 +516,23 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
       expect((await t.request('POST', `${BASE}/${created.body.id}/keys`, { body: { name: 'admin' } })).status).toBe(403);
     });
 
+    it('reads with the scopes of the token it was published with: a PAT without datasets.pii.read publishes, and PII stays masked', async () => {
+      const scopes = ['publishing.read', 'publishing.write', 'datasets.read'];
+      const pat = await t.request('POST', '/api/auth/tokens', { body: { name: 'publish without pii', scopes } });
+      expect(pat.status, pat.text).toBe(201);
+      const endpoints = [lookup('by-id', { keys: ['id'], columns: ['id', 'email'], unmasked_columns: ['email'] })];
+      const created = await create({ project_id: projectId, name: 'Scoped PAT', key: 'scoped-pat', endpoints }, pat.body.token);
+      await publish(created.body.id, pat.body.token);
+      const { key } = await mint(created.body.id, {}, pat.body.token);
+      // The admin holds datasets.pii.read; the token it published with does not.
+      expect((await call(key, 'scoped-pat', 'by-id', { query: '?id=1' })).body.rows).toEqual([{ id: 1, email: '***' }]);
+      // Changing the endpoints with the same token keeps its scopes; publishing with the full session lends them all.
+      expect((await t.request('PATCH', `${BASE}/${created.body.id}`, { token: pat.body.token, body: { endpoints } })).status).toBe(200);
+      expect((await call(key, 'scoped-pat', 'by-id', { query: '?id=1' })).body.rows).toEqual([{ id: 1, email: '***' }]);
+      await publish(created.body.id);
+      expect((await call(key, 'scoped-pat', 'by-id', { query: '?id=1' })).body.rows).toEqual([{ id: 1, email: 'ada@example.test' }]);
+    });
+
     it('reads with the rights of who published, checked on every call: PII stays masked without datasets.pii.read, and a deactivated publisher is a 403', async () => {
       const editor = await t.userToken('editor', 'service-publisher');
       const created = await create({ project_id: projectId, name: 'Editor', key: 'editors', endpoints: [lookup('by-id', { keys: ['id'], columns: ['id', 'email'], unmasked_columns: ['email'] })] }, editor.token);
