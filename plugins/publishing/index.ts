@@ -1,6 +1,6 @@
 import { apiKeyAuthenticators, definePlugin, kernelServices } from '../../kernel/plugin-api.ts';
 import { datasetCatalog } from '../datasets/public.ts';
-import { projectCatalog } from '../projects/public.ts';
+import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
 import { governedSql } from '../sql/public.ts';
 import { endpointCalls, lookupIndexes } from './calls.ts';
 import { DATA_KEY_PREFIX, KeyStore } from './key-store.ts';
@@ -23,6 +23,11 @@ export default definePlugin({
     const keys = new KeyStore(storage, (secret) => tokens.hmac(secret));
     const sql = ctx.useService(governedSql);
     const ensureIndex = lookupIndexes(catalog);
+    // A project's API Services (published or not) go first: a deleted project leaves none serving.
+    ctx.contribute(projectDeleteGuards, async (orgId, projectId) => {
+      const count = await services.countInProject(orgId, projectId);
+      return count ? `it holds ${count} API Service${count === 1 ? '' : 's'}; delete them first` : null;
+    });
     ctx.contribute(apiKeyAuthenticators, { id: 'publishing', prefix: DATA_KEY_PREFIX, authenticate: (key) => keys.authenticate(key) });
     ctx.provideService(apiServiceCalls, { call: endpointCalls({ services, keys, catalog, sql, delegation, rateLimits, ensureIndex }) });
     return { routes: apiServiceRoutes({ services, keys, catalog, projects: ctx.useService(projectCatalog), sql, ensureIndex }) };

@@ -75,6 +75,11 @@ export class ServiceStore {
     return this.decode(row);
   }
 
+  async countInProject(orgId: number, projectId: number): Promise<number> {
+    const row = await this.storage.db.selectFrom('publishing_services').select((eb) => eb.fn.countAll().as('n')).where('org_id', '=', orgId).where('project_id', '=', projectId).executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
   /** The service a call names by its key, whatever its organization or status. */
   async byKey(key: string): Promise<ApiService | undefined> {
     const row = await this.storage.db.selectFrom('publishing_services').selectAll().where('key', '=', key).executeTakeFirst();

@@ -105,6 +105,18 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
       expect((await t.request('GET', `${BASE}/${created.body.id}`)).status).toBe(404);
     });
 
+    it('keeps a project holding API Services from being deleted (409), so none stays published without it', async () => {
+      const project = await t.request('POST', '/api/projects', { body: { key: 'DOOMED', name: 'Doomed' } });
+      const created = await create({ project_id: project.body.id, name: 'Doomed', key: 'doomed', endpoints: [{ name: 'f', kind: 'function', config: {} }] });
+      await publish(created.body.id);
+      const refused = await t.request('DELETE', `/api/projects/${project.body.id}`);
+      expect(refused.status, refused.text).toBe(409);
+      expect(refused.body.detail).toMatch(/1 API Service/);
+      expect((await t.request('GET', `${BASE}/${created.body.id}`)).body.status).toBe('published');
+      expect((await t.request('DELETE', `${BASE}/${created.body.id}`)).status).toBe(204);
+      expect((await t.request('DELETE', `/api/projects/${project.body.id}`)).status).toBe(204);
+    });
+
     it('keeps the key unique on the platform (409 naming it), even across organizations', async () => {
       const again = await create({ project_id: projectId, name: 'Copy', key: 'shop', endpoints: [SQL_ENDPOINT] });
       expect(again.status).toBe(409);
