@@ -5,6 +5,7 @@
  */
 import { HttpProblem, problems, z, type FieldError } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog, DatasetInfo } from '../datasets/public.ts';
+import type { RegistryModels } from '../registry/public.ts';
 import type { GovernedSql } from '../sql/public.ts';
 import { INPUT_TYPES, MAX_INPUT_TEXT, notReservedName, RESERVED_NAME_MESSAGE, typedInput } from './inputs.ts';
 
@@ -81,6 +82,7 @@ export const endpointsSchema = z
 export type Endpoint = z.output<typeof endpointSchema>;
 export type SqlEndpoint = Extract<Endpoint, { kind: 'sql' }>;
 export type LookupEndpoint = Extract<Endpoint, { kind: 'lookup' }>;
+type ModelEndpoint = Extract<Endpoint, { kind: 'model' }>;
 
 /** The dataset a lookup reads, or a 422 naming its `dataset_id`. */
 export async function lookupDataset(catalog: DatasetCatalog, orgId: number, endpoint: LookupEndpoint, at: string): Promise<DatasetInfo> {
@@ -98,6 +100,7 @@ export async function lookupDataset(catalog: DatasetCatalog, orgId: number, endp
 export interface EndpointCheckDeps {
   catalog: DatasetCatalog;
   sql: GovernedSql;
+  models: RegistryModels;
 }
 
 /** Checks each endpoint against the organization's data; the first refusal names its field. */
@@ -106,7 +109,15 @@ export async function checkEndpoints(endpoints: Endpoint[], orgId: number, deps:
     const at = `body.endpoints.${i}`;
     if (endpoint.kind === 'sql') await checkSql(endpoint, orgId, at, deps);
     if (endpoint.kind === 'lookup') checkLookup(endpoint, await lookupDataset(deps.catalog, orgId, endpoint, at), at, deps.catalog);
+    if (endpoint.kind === 'model') await checkModel(endpoint, orgId, at, deps.models);
   }
+}
+
+/** A model endpoint names a model of the organization's registry, or a 422 naming its `model_id`. */
+async function checkModel(endpoint: ModelEndpoint, orgId: number, at: string, models: RegistryModels): Promise<void> {
+  if (await models.find(orgId, endpoint.config.model_id)) return;
+  const path = `${at}.config.model_id`;
+  throw problems.unprocessable(`${path}: no model ${endpoint.config.model_id} in this organization`, [{ path, message: 'no such model' }]);
 }
 
 const refuse = (path: string, message: string) => problems.badRequest(`${path}: ${message}`, [{ path, message }] satisfies FieldError[]);

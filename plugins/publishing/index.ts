@@ -1,6 +1,7 @@
 import { apiKeyAuthenticators, definePlugin, kernelServices } from '../../kernel/plugin-api.ts';
 import { datasetCatalog } from '../datasets/public.ts';
 import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
+import { registryModels } from '../registry/public.ts';
 import { governedSql } from '../sql/public.ts';
 import { endpointCalls, lookupIndexes } from './calls.ts';
 import { DATA_KEY_PREFIX, KeyStore } from './key-store.ts';
@@ -30,6 +31,6 @@ export default definePlugin({
     });
     ctx.contribute(apiKeyAuthenticators, { id: 'publishing', prefix: DATA_KEY_PREFIX, authenticate: (key) => keys.authenticate(key) });
     ctx.provideService(apiServiceCalls, { call: endpointCalls({ services, keys, catalog, sql, delegation, rateLimits, ensureIndex }) });
-    return { routes: apiServiceRoutes({ services, keys, catalog, projects: ctx.useService(projectCatalog), sql, ensureIndex }) };
+    return { routes: apiServiceRoutes({ services, keys, catalog, projects: ctx.useService(projectCatalog), sql, models: ctx.useService(registryModels), ensureIndex }) };
   },
 });

@@ -1,6 +1,7 @@
 import { defineRoute, identitySchemas as s, problems, reply, storedActorOf, z, type RouteDefinition, type UserPrincipal } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
 import type { ProjectCatalog } from '../projects/public.ts';
+import type { RegistryModels } from '../registry/public.ts';
 import type { GovernedSql } from '../sql/public.ts';
 import type { lookupIndexes } from './calls.ts';
 import { checkEndpoints, endpointSchema, endpointsSchema, lookupDataset, type Endpoint } from './endpoints.ts';
@@ -64,12 +65,13 @@ export interface RouteDeps {
   catalog: DatasetCatalog;
   projects: ProjectCatalog;
   sql: GovernedSql;
+  models: RegistryModels;
   ensureIndex: ReturnType<typeof lookupIndexes>;
 }
 
 /** The `publishing` router's API Service routes: CRUD, publish and unpublish, data API keys. */
-export function apiServiceRoutes({ services, keys, catalog, projects, sql, ensureIndex }: RouteDeps): RouteDefinition<any>[] {
-  const check = (orgId: number, endpoints: Endpoint[]) => checkEndpoints(endpoints, orgId, { catalog, sql });
+export function apiServiceRoutes({ services, keys, catalog, projects, sql, models, ensureIndex }: RouteDeps): RouteDefinition<any>[] {
+  const check = (orgId: number, endpoints: Endpoint[]) => checkEndpoints(endpoints, orgId, { catalog, sql, models });
   /** The indexes a published service's lookups read by. */
   const indexLookups = async (orgId: number, endpoints: Endpoint[]) => {
     for (const [i, endpoint] of endpoints.entries()) {
@@ -100,7 +102,7 @@ export function apiServiceRoutes({ services, keys, catalog, projects, sql, ensur
       description: 'A draft: its endpoints answer once it is published, to callers holding one of its data API keys.',
       capability: 'publishing.write',
       request: { body: serviceInput },
-      responses: { 201: { description: 'Created', schema: serviceSchema }, 409: { description: 'The key is taken' }, 422: { description: 'A project or dataset that does not exist here' } },
+      responses: { 201: { description: 'Created', schema: serviceSchema }, 409: { description: 'The key is taken' }, 422: { description: 'A project, dataset or model that does not exist here' } },
       handler: async ({ body, orgId, principal, audit }) => {
         if (!(await projects.exists(orgId, body.project_id))) throw problems.unprocessable(`project ${body.project_id} does not exist in this organization`, [{ path: 'body.project_id', message: 'no such project' }]);
         await check(orgId, body.endpoints);
@@ -139,7 +141,7 @@ export function apiServiceRoutes({ services, keys, catalog, projects, sql, ensur
       description: 'Changes the name, key or endpoints (its project stays). A published service serves new endpoints at once, reading with the rights of who changed them (`published_by`).',
       capability: 'publishing.write',
       request: { params: idParams, body: serviceInput.omit({ project_id: true }).partial() },
-      responses: { 200: { description: 'The API Service', schema: serviceSchema }, 409: { description: 'The key is taken' }, 422: { description: 'A dataset that does not exist here' } },
+      responses: { 200: { description: 'The API Service', schema: serviceSchema }, 409: { description: 'The key is taken' }, 422: { description: 'A dataset or model that does not exist here' } },
       handler: async ({ params, body, orgId, principal, audit }) => {
         const current = await services.get(orgId, params.id);
         if (body.endpoints) await check(orgId, body.endpoints);

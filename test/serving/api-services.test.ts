@@ -16,6 +16,8 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
   let t: TestKernel;
   let projectId: number;
   let customersId: number;
+  /** A model of the registry (imported, no version yet), for model endpoints. */
+  let modelId: number;
   /** The service most tests call, published by the platform admin. */
   let shop: { id: number; key: string };
 
@@ -71,6 +73,9 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
     expect(dataset.status, dataset.text).toBe(201);
     customersId = dataset.body.id;
     expect((await t.request('POST', `/api/datasets/${customersId}/rows`, { body: CUSTOMERS })).status).toBe(200);
+    const model = await t.request('POST', '/api/registry/imported-models', { body: { project_id: projectId, name: 'scorer', task: 'regression' } });
+    expect(model.status, model.text).toBe(201);
+    modelId = model.body.id;
     const created = await create({
       project_id: projectId,
       name: 'Shop',
@@ -81,7 +86,7 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
         lookup('first-customer', { keys: ['region'], columns: ['id', 'name'], on_multiple: 'first' }),
         lookup('one-customer', { keys: ['region'], columns: ['id', 'name'], on_multiple: 'error' }),
         lookup('customer-by-id', { keys: ['id'], columns: ['id', 'email'], unmasked_columns: ['email'] }),
-        { name: 'score', kind: 'model', config: { model_id: 1 } },
+        { name: 'score', kind: 'model', config: { model_id: modelId } },
         { name: 'later', kind: 'function', config: {} },
       ],
     });
@@ -145,6 +150,7 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
       expectField(await create(body([lookup('l', { keys: ['id'], on_multiple: 'some' })])), 400, 'body.endpoints.0.config.on_multiple');
       expectField(await create(body([lookup('l', { keys: ['id'], dataset_id: 999_999 })])), 422, 'body.endpoints.0.config.dataset_id');
       expectField(await create(body([{ name: 'm', kind: 'model', config: { model_id: 'x' } }])), 400, 'body.endpoints.0.config.model_id');
+      expectField(await create(body([SQL_ENDPOINT, { name: 'm', kind: 'model', config: { model_id: 999_999 } }])), 422, 'body.endpoints.1.config.model_id');
       expectField(await create(body([SQL_ENDPOINT], { project_id: 999_999 })), 422, 'body.project_id');
       expectField(await t.request('PATCH', `${BASE}/${shop.id}`, { body: { endpoints: [lookup('l', { keys: ['nope'] })] } }), 400, 'body.endpoints.0.config.keys.0');
     });
@@ -455,6 +461,13 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
       const { key } = await mint(shop.id);
       expect((await call(key, 'theirs', 'f')).status).toBe(404);
       expect((await call(theirKey, 'shop', 'by-region', { query: '?region=EU' })).status).toBe(404);
+      // Nor can a model endpoint of theirs name our model (nor ours theirs).
+      const theirModel = await t.request('POST', '/api/registry/imported-models', { token: outsider.token, body: { project_id: project.body.id, name: 'theirs', task: 'regression' } });
+      expect(theirModel.status, theirModel.text).toBe(201);
+      const modelEndpoint = (id: number) => [{ name: 'm', kind: 'model', config: { model_id: id } }];
+      expectField(await create({ project_id: project.body.id, name: 'Borrowed', key: 'borrowed-model', endpoints: modelEndpoint(modelId) }, outsider.token), 422, 'body.endpoints.0.config.model_id');
+      expectField(await t.request('PATCH', `${BASE}/${shop.id}`, { body: { endpoints: modelEndpoint(theirModel.body.id) } }), 422, 'body.endpoints.0.config.model_id');
+      expect((await create({ project_id: project.body.id, name: 'Own', key: 'own-model', endpoints: modelEndpoint(theirModel.body.id) }, outsider.token)).status).toBe(201);
       // Nor can they manage ours.
       expect((await t.request('GET', `${BASE}/${shop.id}`, { token: outsider.token })).status).toBe(404);
       expect((await t.request('POST', `${BASE}/${shop.id}/keys`, { token: outsider.token, body: { name: 'stolen' } })).status).toBe(404);
