@@ -60,6 +60,9 @@ export function endpointCalls(deps: CallDeps) {
     if (!service || service.status !== 'published' || service.org_id !== principal.orgId || service.publisher === null) throw problems.notFound(`no published API Service "${serviceKey}"`);
     const key = await deps.keys.get(principal.orgId, Number(principal.keyId));
     if (!key || key.service_id !== service.id) throw problems.forbidden(`this API key belongs to another API Service than "${serviceKey}"`);
+    // A key reads with its minter's rights only: published again by someone else, the service would
+    // lend the new publisher's rights to keys that user never handed out.
+    if (key.minted_by !== service.publisher.userId) throw problems.forbidden(`this API key was minted by a user who no longer publishes "${serviceKey}" (it was published again by another user): its publisher mints new keys`);
     // Checked before the endpoint is looked up: a key learns nothing of the endpoints outside its list.
     if (principal.allowed && !principal.allowed.has(name)) throw problems.forbidden(`this API key may not call the endpoint "${name}" (allowed_endpoints)`);
     const endpoint = service.endpoints.find((e) => e.name === name);

@@ -30,9 +30,11 @@ export interface DataKey {
 
 export type KeyFields = Pick<DataKey, 'name' | 'allowed_endpoints' | 'fixed_params' | 'rate_limit_per_min' | 'expires_at'>;
 
-/** A key as a call sees it: what it may call and with which locked inputs. */
+/** A key as a call sees it: what it may call and with which locked inputs, and who minted it. */
 export interface KeyRecord extends DataKey {
   org_id: number;
+  /** The service's publisher when the key was minted (only the publisher mints). */
+  minted_by: number | null;
 }
 
 /**
@@ -51,6 +53,7 @@ export class KeyStore {
       id: Number(row.id),
       org_id: Number(row.org_id),
       service_id: Number(row.service_id),
+      minted_by: row.created_by === null ? null : Number(row.created_by),
       name: row.name,
       key_prefix: row.key_prefix,
       allowed_endpoints: row.allowed_endpoints === null ? null : this.storage.decodeJson<string[]>(row.allowed_endpoints),

@@ -43,6 +43,7 @@ const keySchema = z
     service_id: z.number().int(),
     name: z.string(),
     key_prefix: z.string().describe('The first characters of the key, to recognize it'),
+    minted_by: z.number().int().nullable().describe('The publisher who minted it: the key reads only while that user publishes the service'),
     allowed_endpoints: z.array(z.string()).nullable().describe('Endpoints the key may call; null: all'),
     fixed_params: z.record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null()])),
     rate_limit_per_min: z.number().int().nullable(),

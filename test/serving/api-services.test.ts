@@ -507,7 +507,7 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
       expect(all.body.rows.map((r: { id: number }) => r.id).sort(), all.text).toEqual([1, 3]);
     });
 
-    it('reads with the rights of whoever last changed a published service\u2019s endpoints', async () => {
+    it('reads with the rights of whoever last changed a published service\u2019s endpoints, and only through keys that user minted', async () => {
       const endpoints = [lookup('by-id', { keys: ['id'], columns: ['id', 'email'], unmasked_columns: ['email'] })];
       const created = await create({ project_id: projectId, name: 'Handed over', key: 'handed-over', endpoints });
       await publish(created.body.id);
@@ -518,9 +518,21 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
       const changed = await t.request('PATCH', `${BASE}/${created.body.id}`, { token: editor.token, body: { endpoints } });
       expect(changed.status, changed.text).toBe(200);
       expect(changed.body.published_by).toBe(editor.id);
-      expect((await call(key, 'handed-over', 'by-id', { query: '?id=1' })).body.rows).toEqual([{ id: 1, email: '***' }]);
+      // The admin's key lends nobody's rights now: 403 saying why, until the admin publishes again.
+      const stale = await call(key, 'handed-over', 'by-id', { query: '?id=1' });
+      expect(stale.status, stale.text).toBe(403);
+      expect(stale.body.detail).toMatch(/minted by a user who no longer publishes "handed-over"/);
+      // The editor's own key reads with the editor's rights.
+      const { key: editorKey } = await mint(created.body.id, {}, editor.token);
+      expect((await call(editorKey, 'handed-over', 'by-id', { query: '?id=1' })).body.rows).toEqual([{ id: 1, email: '***' }]);
+      // Published again by the admin: the admin's key reads again, the editor's is the stale one.
+      await publish(created.body.id);
+      const admin = (await t.request('GET', `${BASE}/${created.body.id}`)).body.published_by;
+      expect(admin).not.toBe(editor.id);
+      expect((await call(key, 'handed-over', 'by-id', { query: '?id=1' })).body.rows).toEqual([{ id: 1, email: 'ada@example.test' }]);
+      expect((await call(editorKey, 'handed-over', 'by-id', { query: '?id=1' })).status).toBe(403);
       // A new name only: the publisher stays.
-      expect((await t.request('PATCH', `${BASE}/${created.body.id}`, { body: { name: 'Renamed' } })).body.published_by).toBe(editor.id);
+      expect((await t.request('PATCH', `${BASE}/${created.body.id}`, { body: { name: 'Renamed' } })).body.published_by).toBe(admin);
     });
 
     it('lets only the publisher mint keys (403 naming why): nobody gets a key reading with another\u2019s rights', async () => {
