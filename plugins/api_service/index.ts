@@ -13,7 +13,7 @@ const responses = {
   404: { description: 'No published service or endpoint of that name' },
   409: { description: 'A lookup with on_multiple `error` found several rows for a key' },
   429: { description: 'Over the key\u2019s rate (Retry-After)' },
-  501: { description: 'A function endpoint, or a model endpoint without the model registry' },
+  501: { description: 'A function endpoint (declared, not callable yet)' },
 };
 
 /** The service path (spec §4): GET|POST /api/service/{key}/{endpoint} with a data API key (X-API-Key), never a bearer token. */

@@ -1,9 +1,11 @@
 import { problems, type ApiKeyPrincipal, type Delegation, type Principal, type RateLimits, type RequestAudit, type StoredActor } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
+import type { RegistryModels } from '../registry/public.ts';
 import type { GovernedSql } from '../sql/public.ts';
 import { lookupDataset } from './endpoints.ts';
 import type { KeyStore } from './key-store.ts';
 import { runLookupEndpoint } from './lookup-endpoint.ts';
+import { runModelEndpoint } from './model-endpoint.ts';
 import type { ServiceStore } from './service-store.ts';
 import type { CallInput } from './call-input.ts';
 import { runSqlEndpoint } from './sql-endpoint.ts';
@@ -16,6 +18,7 @@ export interface CallDeps {
   delegation: Delegation;
   rateLimits: RateLimits;
   ensureIndex: ReturnType<typeof lookupIndexes>;
+  models: RegistryModels;
 }
 
 /** One call on the service path: which endpoint of which service, by whom, with what. */
@@ -71,9 +74,9 @@ export function endpointCalls(deps: CallDeps) {
       await deps.rateLimits.take(principal, { name: 'publishing.key', limit: key.rate_limit_per_min, windowMs: 60_000, detail: `this API key may make ${key.rate_limit_per_min} calls a minute; retry later` });
     }
     if (endpoint.kind === 'function') throw problems.notImplemented(`the endpoint "${name}" is a function: declared, not callable yet`);
-    if (endpoint.kind === 'model') throw problems.notImplemented('model endpoints need the model registry');
     const context = { orgId: principal.orgId, publisher: await publisherOf(deps.delegation, service.publisher, principal.orgId), fixed: key.fixed_params, audit };
     if (endpoint.kind === 'sql') return runSqlEndpoint(endpoint, input, context, deps);
+    if (endpoint.kind === 'model') return runModelEndpoint(endpoint, input, context, deps.models);
     const dataset = await lookupDataset(deps.catalog, principal.orgId, endpoint, `endpoints.${name}`);
     await deps.ensureIndex(principal.orgId, dataset.id, dataset.version, endpoint.config.keys);
     return runLookupEndpoint(endpoint, dataset, input, context, deps.catalog);

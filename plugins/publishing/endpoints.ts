@@ -82,7 +82,7 @@ export const endpointsSchema = z
 export type Endpoint = z.output<typeof endpointSchema>;
 export type SqlEndpoint = Extract<Endpoint, { kind: 'sql' }>;
 export type LookupEndpoint = Extract<Endpoint, { kind: 'lookup' }>;
-type ModelEndpoint = Extract<Endpoint, { kind: 'model' }>;
+export type ModelEndpoint = Extract<Endpoint, { kind: 'model' }>;
 
 /** The dataset a lookup reads, or a 422 naming its `dataset_id`. */
 export async function lookupDataset(catalog: DatasetCatalog, orgId: number, endpoint: LookupEndpoint, at: string): Promise<DatasetInfo> {

@@ -24,13 +24,14 @@ export default definePlugin({
     const keys = new KeyStore(storage, (secret) => tokens.hmac(secret));
     const sql = ctx.useService(governedSql);
     const ensureIndex = lookupIndexes(catalog);
+    const models = ctx.useService(registryModels);
     // A project's API Services (published or not) go first: a deleted project leaves none serving.
     ctx.contribute(projectDeleteGuards, async (orgId, projectId) => {
       const count = await services.countInProject(orgId, projectId);
       return count ? `it holds ${count} API Service${count === 1 ? '' : 's'}; delete them first` : null;
     });
     ctx.contribute(apiKeyAuthenticators, { id: 'publishing', prefix: DATA_KEY_PREFIX, authenticate: (key) => keys.authenticate(key) });
-    ctx.provideService(apiServiceCalls, { call: endpointCalls({ services, keys, catalog, sql, delegation, rateLimits, ensureIndex }) });
-    return { routes: apiServiceRoutes({ services, keys, catalog, projects: ctx.useService(projectCatalog), sql, models: ctx.useService(registryModels), ensureIndex }) };
+    ctx.provideService(apiServiceCalls, { call: endpointCalls({ services, keys, catalog, sql, delegation, rateLimits, ensureIndex, models }) });
+    return { routes: apiServiceRoutes({ services, keys, catalog, projects: ctx.useService(projectCatalog), sql, models, ensureIndex }) };
   },
 });

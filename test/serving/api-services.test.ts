@@ -1,6 +1,8 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS, startTestKernel, type TestKernel, type TestResponse } from '../harness/index.ts';
+import { finished } from '../pipeline/pipeline-helpers.ts';
+import { importedModel, importOnnx, IRIS_ONNX, IRIS_ROWS } from './onnx-helpers.ts';
 
 const BASE = '/api/publishing/api-services';
 
@@ -339,11 +341,42 @@ describe.each(DIALECTS)('API Services and data API keys (%s)', (dialect) => {
       expect((await call(key, 'shop', 'by-region', { query: '?region=US' })).body.rows).toEqual([{ id: 2, name: 'Bob', email: '***' }]);
     });
 
-    it('answers 501 for model and function endpoints', async () => {
+    it('answers 409 for a model endpoint whose model has no ready version, and 501 for function endpoints', async () => {
       const model = await call(key, 'shop', 'score', { body: { rows: [{ x: 1 }] } });
-      expect(model.status).toBe(501);
-      expect(model.body.detail).toBe('model endpoints need the model registry');
+      expect(model.status, model.text).toBe(409);
       expect((await call(key, 'shop', 'later')).status).toBe(501);
+    });
+
+    it('predicts through model endpoints: an ONNX model made elsewhere, pinned, and one trained here, active; rows checked', async () => {
+      const iris = await importedModel(t, projectId, 'iris');
+      expect((await importOnnx(t, iris, IRIS_ONNX)).status).toBe(201);
+      const line = await t.request('POST', '/api/datasets', { body: { name: 'line', project_id: projectId, columns: [{ name: 'x', type: 'number' }, { name: 'y', type: 'number' }] } });
+      expect((await t.request('POST', `/api/datasets/${line.body.id}/rows`, { body: Array.from({ length: 40 }, (_, i) => ({ x: i, y: 2 * i + 1 })) })).status).toBe(200);
+      const training = await t.request('POST', '/api/registry/models', { body: { project_id: projectId, name: 'line', dataset_id: line.body.id, target: 'y', features: ['x'], task: 'regression', algorithm: 'linear', params: {}, test_ratio: 0.2, seed: 1 } });
+      expect(training.status, training.text).toBe(202);
+      expect((await finished(t, training.body.run.id, 60_000)).status).toBe('succeeded');
+
+      const endpoints = [
+        { name: 'species', kind: 'model', config: { model_id: iris, version: 1 } },
+        { name: 'line', kind: 'model', config: { model_id: training.body.model.id } },
+      ];
+      const created = await create({ project_id: projectId, name: 'Scoring', key: 'scoring', endpoints });
+      expect(created.status, created.text).toBe(201);
+      await publish(created.body.id);
+      const { key: scoring } = await mint(created.body.id);
+      const species = await call(scoring, 'scoring', 'species', { body: { rows: IRIS_ROWS } });
+      expect(species.status, species.text).toBe(200);
+      expect(species.body).toMatchObject({ predictions: ['setosa', 'versicolor', 'virginica'], version: 1 });
+      const fitted = await call(scoring, 'scoring', 'line', { body: { rows: [{ x: 10 }, { x: 100 }] } });
+      expect(fitted.status, fitted.text).toBe(200);
+      expect(fitted.body.predictions[0]).toBeCloseTo(21, 3);
+      expect(fitted.body.predictions[1]).toBeCloseTo(201, 3);
+      // Bad input: 400 naming the row and field, the rows, or an input the endpoint does not take.
+      expectField(await call(scoring, 'scoring', 'line', { body: { rows: [{ x: 1 }, { x: 'two' }] } }), 400, 'body.rows.1.x');
+      expectField(await call(scoring, 'scoring', 'line', { body: { rows: [] } }), 400, 'body.rows');
+      expectField(await call(scoring, 'scoring', 'line', { body: { rows: [[1]] } }), 400, 'body.rows');
+      expectField(await call(scoring, 'scoring', 'line', { query: '?x=1' }), 400, 'body.rows');
+      expectField(await call(scoring, 'scoring', 'line', { body: { rows: [{ x: 1 }], threshold: 2 } }), 400, 'body.threshold');
     });
   });
 
