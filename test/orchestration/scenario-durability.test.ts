@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createScratchDatabase, DIALECTS, REPO_ROOT, tempDir, until } from '../harness/index.ts';
+import { writeSlowCopier } from '../pipeline/pipeline-helpers.ts';
 import { client, databaseQuery, exited, killAll, killHard, launch, serverSettings, type ServerProcess } from '../harness/server-process.ts';
 
 /**
@@ -13,40 +14,6 @@ import { client, databaseQuery, exited, killAll, killHard, launch, serverSetting
 
 const FINAL = ['succeeded', 'failed', 'cancelled', 'skipped'];
 const ROWS = 30_000;
-
-/** A recipe type from a folder outside the repository that copies its input 500 rows at a time, pausing `delay_ms` after each batch. */
-function writeSlowCopier(root: string): void {
-  fs.writeFileSync(path.join(root, 'package.json'), JSON.stringify({ type: 'module' }));
-  fs.writeFileSync(
-    path.join(root, 'copier.ts'),
-    `import type { RecipeHandlerContext } from 'data-platform/plugins/pipeline';
-export async function slowCopy(ctx: RecipeHandlerContext<{ delay_ms: number }>) {
-  const [input] = ctx.inputs;
-  await ctx.output.columns(input.dataset.columns);
-  let batch: Record<string, unknown>[] = [];
-  for await (const row of input.rows()) {
-    batch.push(row);
-    if (batch.length < 500) continue;
-    await ctx.output.write(batch);
-    batch = [];
-    ctx.log.info('wrote a batch');
-    await new Promise((resolve) => setTimeout(resolve, ctx.params.delay_ms));
-  }
-  if (batch.length) await ctx.output.write(batch);
-}
-`,
-  );
-  fs.writeFileSync(
-    path.join(root, 'copier.json'),
-    JSON.stringify({
-      id: 'copier',
-      version: '1.0.0',
-      kind: 'recipe-type',
-      depends_on: ['pipeline'],
-      recipe_types: [{ id: 'slow_copy', handler: 'copier:slowCopy', description: 'copies rows slowly', params: { type: 'object', properties: { delay_ms: { type: 'integer', minimum: 0 } }, required: ['delay_ms'], additionalProperties: false } }],
-    }),
-  );
-}
 
 describe.each(DIALECTS)('a scenario whose server process is killed (%s)', (dialect) => {
   const temp = tempDir('dp-scenario-crash-');
@@ -121,7 +88,7 @@ describe.each(DIALECTS)('a scenario whose server process is killed (%s)', (diale
         const children = await query<{ id: number; kind: string; status: string }>('select id, kind, status from pipeline_runs where parent_run_id in (select id from pipeline_runs where parent_run_id = $1 or id = $2) order by id', [runId, runId]);
         const recipe = children.find((c) => c.kind === 'recipe' && c.status === 'running');
         const lines = recipe ? await query<{ message: string }>('select message from pipeline_run_logs where run_id = $1', [recipe.id]) : [];
-        return lines.some((l) => l.message === 'wrote a batch');
+        return lines.some((l) => /^wrote \d+ rows$/.test(l.message));
       },
       (seen) => seen,
       30_000,

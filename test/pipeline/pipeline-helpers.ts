@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { expect } from 'vitest';
 import { until, type TestKernel } from '../harness/index.ts';
 
@@ -50,4 +52,47 @@ export async function rowsOf(t: TestKernel, datasetId: number): Promise<Record<s
   const res = await t.request('GET', `/api/datasets/${datasetId}/rows?limit=1000`);
   expect(res.status, res.text).toBe(200);
   return res.body.rows;
+}
+
+/**
+ * A third-party recipe type from a folder outside the repository: copies its input 500 rows at a
+ * time, pausing `delay_ms` after each batch and logging every 2,500 rows it handed over.
+ */
+export function writeSlowCopier(root: string): void {
+  fs.writeFileSync(path.join(root, 'package.json'), JSON.stringify({ type: 'module' }));
+  fs.writeFileSync(
+    path.join(root, 'copier.ts'),
+    `import type { RecipeHandlerContext } from 'data-platform/plugins/pipeline';
+
+export async function slowCopy(ctx: RecipeHandlerContext<{ delay_ms: number }>) {
+  const [input] = ctx.inputs;
+  await ctx.output.columns(input.dataset.columns);
+  let batch: Record<string, unknown>[] = [];
+  let written = 0;
+  for await (const row of input.rows()) {
+    batch.push(row);
+    if (batch.length < 500) continue;
+    await ctx.output.write(batch);
+    written += batch.length;
+    batch = [];
+    if (written % 2500 === 0) ctx.log.info('wrote ' + written + ' rows');
+    await new Promise((resolve) => setTimeout(resolve, ctx.params.delay_ms));
+  }
+  if (batch.length) await ctx.output.write(batch);
+  ctx.log.info('copied ' + (written + batch.length) + ' rows');
+}
+`,
+  );
+  fs.writeFileSync(
+    path.join(root, 'copier.json'),
+    JSON.stringify({
+      id: 'copier',
+      version: '1.0.0',
+      kind: 'recipe-type',
+      depends_on: ['pipeline'],
+      recipe_types: [
+        { id: 'slow_copy', handler: 'copier:slowCopy', description: 'copies rows slowly', params: { type: 'object', properties: { delay_ms: { type: 'integer', minimum: 0 } }, required: ['delay_ms'], additionalProperties: false } },
+      ],
+    }),
+  );
 }

@@ -4,7 +4,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createScratchDatabase, DIALECTS, REPO_ROOT, startTestKernel, tempDir, until, type DialectName, type TestKernel } from '../harness/index.ts';
 import { client, databaseQuery, exited, killAll, killHard, launch, serverSettings, type ServerProcess } from '../harness/server-process.ts';
-import { createRecipe, emptyDataset, finished, loadDataset, rowsOf } from './pipeline-helpers.ts';
+import { createRecipe, emptyDataset, finished, loadDataset, rowsOf, writeSlowCopier } from './pipeline-helpers.ts';
 
 /**
  * Runs outlive the instance running them: a run cut short by a SIGKILL of its server process
@@ -24,49 +24,6 @@ const OLD_ROWS = [
 const OLD_CSV = `id,word\n${OLD_ROWS.map((r) => `${r.id},${r.word}`).join('\n')}\n`;
 /** Several seconds of work in the database, with few result rows; its first 101 come at once (describing it on SQLite reads that many). */
 const SLOW_QUERY = 'with recursive n(i) as (select 1 union all select i + 1 from n where i < 30000000) select i from n where i <= 1000 or i = 30000000';
-
-/**
- * A third-party recipe type from a folder outside the repository: copies its input 500 rows at a
- * time, pausing `delay_ms` after each batch and logging every 2,500 rows it handed over.
- */
-function writeSlowCopier(root: string): void {
-  fs.writeFileSync(path.join(root, 'package.json'), JSON.stringify({ type: 'module' }));
-  fs.writeFileSync(
-    path.join(root, 'copier.ts'),
-    `import type { RecipeHandlerContext } from 'data-platform/plugins/pipeline';
-
-export async function slowCopy(ctx: RecipeHandlerContext<{ delay_ms: number }>) {
-  const [input] = ctx.inputs;
-  await ctx.output.columns(input.dataset.columns);
-  let batch: Record<string, unknown>[] = [];
-  let written = 0;
-  for await (const row of input.rows()) {
-    batch.push(row);
-    if (batch.length < 500) continue;
-    await ctx.output.write(batch);
-    written += batch.length;
-    batch = [];
-    if (written % 2500 === 0) ctx.log.info('wrote ' + written + ' rows');
-    await new Promise((resolve) => setTimeout(resolve, ctx.params.delay_ms));
-  }
-  if (batch.length) await ctx.output.write(batch);
-  ctx.log.info('copied ' + (written + batch.length) + ' rows');
-}
-`,
-  );
-  fs.writeFileSync(
-    path.join(root, 'copier.json'),
-    JSON.stringify({
-      id: 'copier',
-      version: '1.0.0',
-      kind: 'recipe-type',
-      depends_on: ['pipeline'],
-      recipe_types: [
-        { id: 'slow_copy', handler: 'copier:slowCopy', description: 'copies rows slowly', params: { type: 'object', properties: { delay_ms: { type: 'integer', minimum: 0 } }, required: ['delay_ms'], additionalProperties: false } },
-      ],
-    }),
-  );
-}
 
 /** The database itself, read while no server is running (or beside one): no API in between. */
 function databaseOf(dialect: DialectName, url: string) {
