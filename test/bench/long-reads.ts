@@ -4,11 +4,11 @@
  * 4-column dataset run over and over, against the same light load alone; and the time of that
  * profile through the API against one hand-written profiling query run directly on the database.
  */
-import autocannon from 'autocannon';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import type { DialectName } from '../harness/dialects.ts';
 import { api, BENCH_COLUMNS, createFilledDataset, LONG_READ_ROWS, type BenchKernel } from './bench-dataset.ts';
+import { pacedLoad, summarize } from './paced-load.ts';
 
 export { LONG_READ_ROWS, type BenchKernel };
 
@@ -66,10 +66,7 @@ async function directMs(dialect: DialectName, databaseUrl: string, sqlText: stri
 /** p50 and p99 of GET /healthz and GET /api/me under the light load, both at once, for LOAD_S seconds. */
 async function lightLoad(base: string, token: string) {
   const run = (route: string, headers: Record<string, string> = {}) =>
-    autocannon({ url: `${base}${route}`, headers, connections: LOAD_CONNECTIONS, overallRate: LOAD_RATE_PER_S, duration: LOAD_S }).then((r) => {
-      if (r.non2xx || r.errors) throw new Error(`${route}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
-      return { p50_ms: r.latency.p50, p99_ms: r.latency.p99, requests: r.requests.total };
-    });
+    pacedLoad({ url: `${base}${route}`, headers, connections: LOAD_CONNECTIONS, ratePerS: LOAD_RATE_PER_S, seconds: LOAD_S }).then(summarize);
   const [healthz, me] = await Promise.all([run('/healthz'), run('/api/me', { authorization: `Bearer ${token}` })]);
   return { healthz, me };
 }

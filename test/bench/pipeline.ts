@@ -16,12 +16,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline as streamPipeline } from 'node:stream/promises';
-import autocannon from 'autocannon';
 import { sql } from 'kysely';
 import { openStorage } from '../../storage/index.ts';
 import type { DialectName } from '../harness/dialects.ts';
 import { api, BENCH_COLUMNS, createFilledDataset, LONG_READ_ROWS, physicalTable, type BenchKernel } from './bench-dataset.ts';
 import { uploadCsv } from './ingest.ts';
+import { pacedLoad, summarize } from './paced-load.ts';
 
 /** Seconds of light load, alone and while recipes run, in each round. */
 const LOAD_S = Number(process.env.BENCH_PIPELINE_LOAD_S ?? 10);
@@ -239,16 +239,12 @@ export async function benchPipeline(dialect: DialectName, kernel: PipelineKernel
   const healthzDuringRecipe = async () => {
     // 1. /healthz under light load, alone, then while group recipe runs follow each other (the
     // load starts once the first is running; a run that ends before the load does is followed by another).
-    const lightLoad = () =>
-      autocannon({ url: `${base}/healthz`, connections: LOAD_CONNECTIONS, overallRate: LOAD_RATE_PER_S, duration: LOAD_S }).then((r) => {
-        if (r.non2xx || r.errors) throw new Error(`/healthz: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
-        return { p50_ms: r.latency.p50, p99_ms: r.latency.p99, max_ms: r.latency.max, requests: r.requests.total };
-      });
+    const lightLoad = (seconds = LOAD_S) => pacedLoad({ url: `${base}/healthz`, connections: LOAD_CONNECTIONS, ratePerS: LOAD_RATE_PER_S, seconds });
     // Warm-up (connections, JIT), and a pause for what the runs above left behind (events, garbage).
-    await autocannon({ url: `${base}/healthz`, connections: LOAD_CONNECTIONS, overallRate: LOAD_RATE_PER_S, duration: 1 });
+    await lightLoad(1);
     await sleep(2000);
     /** The light load while runs of the recipe follow each other: it starts once the first is running. */
-    const loadDuring = async (recipeId: number, idle: { p99_ms: number }) => {
+    const loadDuring = async (recipeId: number) => {
       let loading = true;
       let loadEnded = 0;
       const spans: [number, number][] = [];
@@ -267,25 +263,34 @@ export async function benchPipeline(dialect: DialectName, kernel: PipelineKernel
         if (!loading) break;
         current = (await start(`/api/pipeline/recipes/${recipeId}/run`)).run.id;
       }
-      const loaded = await load;
+      const latencies = await load;
       // The share of the load's window during which a recipe was running (runs follow each other, never overlap).
       const runningMs = spans.reduce((sum, [from, to]) => sum + Math.max(0, Math.min(to, loadEnded) - Math.max(from, loadStarted)), 0);
-      return { ...loaded, recipe_runs: spans.length, share_of_window_running: ratio(runningMs, loadEnded - loadStarted), p99_ratio_vs_idle: ratio(loaded.p99_ms, idle.p99_ms) };
+      return { latencies, recipe_runs: spans.length, share_of_window_running: ratio(runningMs, loadEnded - loadStarted) };
     };
-    type Round = { idle: Awaited<ReturnType<typeof lightLoad>>; during_group_few_groups: Awaited<ReturnType<typeof loadDuring>>; during_group_one_group_per_row: Awaited<ReturnType<typeof loadDuring>> };
-    const rounds: Round[] = [];
+    type During = Awaited<ReturnType<typeof loadDuring>>;
+    const rounds: { idle: number[]; few_groups: During; one_group_per_row: During }[] = [];
     for (let i = 0; i < ROUNDS; i += 1) {
       const idle = await lightLoad();
-      rounds.push({ idle, during_group_few_groups: await loadDuring(groupRecipes.few_groups, idle), during_group_one_group_per_row: await loadDuring(groupRecipes.one_group_per_row, idle) });
+      rounds.push({ idle, few_groups: await loadDuring(groupRecipes.few_groups), one_group_per_row: await loadDuring(groupRecipes.one_group_per_row) });
     }
-    const medianBy = (during: 'during_group_few_groups' | 'during_group_one_group_per_row') => {
-      const round = medianRound(rounds, (r) => r[during].p99_ratio_vs_idle ?? 0);
-      return { idle: round.idle, ...round[during], p99_ratios_of_rounds: rounds.map((r) => r[during].p99_ratio_vs_idle) };
+    // The latencies of every round pooled: a p99 of many requests, which one hiccup of the machine moves less.
+    const idle = summarize(rounds.flatMap((r) => r.idle));
+    const pooled = (grouping: 'few_groups' | 'one_group_per_row') => {
+      const during = summarize(rounds.flatMap((r) => r[grouping].latencies));
+      return {
+        idle,
+        ...during,
+        p99_ratio_vs_idle: ratio(during.p99_ms, idle.p99_ms),
+        p99_ratios_of_rounds: rounds.map((r) => ratio(summarize(r[grouping].latencies).p99_ms, summarize(r.idle).p99_ms)),
+        recipe_runs: rounds.reduce((sum, r) => sum + r[grouping].recipe_runs, 0),
+        share_of_window_running: ratio(rounds.reduce((sum, r) => sum + (r[grouping].share_of_window_running ?? 0), 0), rounds.length),
+      };
     };
     return {
       load: { connections: LOAD_CONNECTIONS, requests_per_s: LOAD_RATE_PER_S, seconds: LOAD_S, rounds: ROUNDS },
-      during_group_few_groups: medianBy('during_group_few_groups'),
-      during_group_one_group_per_row: medianBy('during_group_one_group_per_row'),
+      during_group_few_groups: pooled('few_groups'),
+      during_group_one_group_per_row: pooled('one_group_per_row'),
     };
   };
 
@@ -402,8 +407,8 @@ export function pipelineRows(figures: PipelineFigures): Record<string, { value: 
   const { dialect, healthz_during_recipe: h, handler_copy: c, build_chain: b } = figures;
   const rows: Record<string, { value: string | number }> = {};
   for (const [label, during] of h ? ([['few groups', h.during_group_few_groups], ['one group per row', h.during_group_one_group_per_row]] as const) : []) {
-    rows[`${dialect}: GET /healthz idle → during group (${label}) runs, median of ${h!.load.rounds} rounds (target p99 ≤ 3× idle)`] = {
-      value: `p50 ${during.idle.p50_ms} → ${during.p50_ms} ms, p99 ${during.idle.p99_ms} → ${during.p99_ms} ms (×${during.p99_ratio_vs_idle}; rounds ${during.p99_ratios_of_rounds.map((r) => (r === null ? 'n/a (idle p99 0 ms)' : `×${r}`)).join(', ')}; ${during.recipe_runs} runs, ${Math.round((during.share_of_window_running ?? 0) * 100)}% of the window)`,
+    rows[`${dialect}: GET /healthz idle → during group (${label}) runs, ${during.requests} requests of ${h!.load.rounds} rounds (target p99 ≤ 3× idle)`] = {
+      value: `p50 ${during.idle.p50_ms} → ${during.p50_ms} ms, p99 ${during.idle.p99_ms} → ${during.p99_ms} ms (×${during.p99_ratio_vs_idle}; rounds ${during.p99_ratios_of_rounds.map((r) => `×${r}`).join(', ')}; ${during.recipe_runs} runs, ${Math.round((during.share_of_window_running ?? 0) * 100)}% of the window)`,
     };
   }
   for (const [name, g] of Object.entries(figures.group_vs_direct ?? {}) as [string, GroupFigures][]) {
