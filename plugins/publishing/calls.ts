@@ -2,23 +2,44 @@ import { problems, type ApiKeyPrincipal, type Delegation, type Principal, type R
 import type { DatasetCatalog } from '../datasets/public.ts';
 import type { RegistryModels } from '../registry/public.ts';
 import type { GovernedSql } from '../sql/public.ts';
-import { lookupDataset } from './endpoints.ts';
+import { lookupDataset, type Endpoint } from './endpoints.ts';
 import type { KeyStore } from './key-store.ts';
 import { runLookupEndpoint } from './lookup-endpoint.ts';
 import { runModelEndpoint } from './model-endpoint.ts';
 import type { ServiceStore } from './service-store.ts';
-import type { CallInput } from './call-input.ts';
+import type { CallInput, EndpointContext } from './call-input.ts';
 import { runSqlEndpoint } from './sql-endpoint.ts';
 
 export interface CallDeps {
   services: ServiceStore;
   keys: KeyStore;
-  catalog: DatasetCatalog;
-  sql: GovernedSql;
   delegation: Delegation;
   rateLimits: RateLimits;
+  run: EndpointRunner;
+}
+
+/** What the endpoints read through. */
+export interface RunnerDeps {
+  catalog: DatasetCatalog;
+  sql: GovernedSql;
   ensureIndex: ReturnType<typeof lookupIndexes>;
   models: RegistryModels;
+}
+
+/** Runs one endpoint with `context`'s rights and locked inputs: a call's (its publisher's, its key's) or a dry run's (the caller's). */
+export type EndpointRunner = (endpoint: Endpoint, input: CallInput, context: EndpointContext) => Promise<unknown>;
+
+const notCallable = (endpoint: Endpoint) => problems.notImplemented(`the endpoint "${endpoint.name}" is a function: declared, not callable yet`);
+
+export function endpointRunner(deps: RunnerDeps): EndpointRunner {
+  return async (endpoint, input, context) => {
+    if (endpoint.kind === 'function') throw notCallable(endpoint);
+    if (endpoint.kind === 'sql') return runSqlEndpoint(endpoint, input, context, deps);
+    if (endpoint.kind === 'model') return runModelEndpoint(endpoint, input, context, deps.models);
+    const dataset = await lookupDataset(deps.catalog, context.orgId, endpoint, `endpoints.${endpoint.name}`);
+    await deps.ensureIndex(context.orgId, dataset.id, dataset.version, endpoint.config.keys);
+    return runLookupEndpoint(endpoint, dataset, input, context, deps.catalog);
+  };
 }
 
 /** One call on the service path: which endpoint of which service, by whom, with what. */
@@ -73,12 +94,8 @@ export function endpointCalls(deps: CallDeps) {
     if (key.rate_limit_per_min !== null) {
       await deps.rateLimits.take(principal, { name: 'publishing.key', limit: key.rate_limit_per_min, windowMs: 60_000, detail: `this API key may make ${key.rate_limit_per_min} calls a minute; retry later` });
     }
-    if (endpoint.kind === 'function') throw problems.notImplemented(`the endpoint "${name}" is a function: declared, not callable yet`);
-    const context = { orgId: principal.orgId, publisher: await publisherOf(deps.delegation, service.publisher, principal.orgId), fixed: key.fixed_params, audit };
-    if (endpoint.kind === 'sql') return runSqlEndpoint(endpoint, input, context, deps);
-    if (endpoint.kind === 'model') return runModelEndpoint(endpoint, input, context, deps.models);
-    const dataset = await lookupDataset(deps.catalog, principal.orgId, endpoint, `endpoints.${name}`);
-    await deps.ensureIndex(principal.orgId, dataset.id, dataset.version, endpoint.config.keys);
-    return runLookupEndpoint(endpoint, dataset, input, context, deps.catalog);
+    if (endpoint.kind === 'function') throw notCallable(endpoint);
+    const publisher = await publisherOf(deps.delegation, service.publisher, principal.orgId);
+    return deps.run(endpoint, input, { orgId: principal.orgId, publisher, fixed: key.fixed_params, audit });
   };
 }

@@ -3,7 +3,7 @@ import { datasetCatalog } from '../datasets/public.ts';
 import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
 import { registryModels } from '../registry/public.ts';
 import { governedSql } from '../sql/public.ts';
-import { endpointCalls, lookupIndexes } from './calls.ts';
+import { endpointCalls, endpointRunner, lookupIndexes } from './calls.ts';
 import { DATA_KEY_PREFIX, KeyStore } from './key-store.ts';
 import { publishingMigrations } from './migrations.ts';
 import { apiServiceCalls } from './public.ts';
@@ -31,7 +31,8 @@ export default definePlugin({
       return count ? `it holds ${count} API Service${count === 1 ? '' : 's'}; delete them first` : null;
     });
     ctx.contribute(apiKeyAuthenticators, { id: 'publishing', prefix: DATA_KEY_PREFIX, authenticate: (key) => keys.authenticate(key) });
-    ctx.provideService(apiServiceCalls, { call: endpointCalls({ services, keys, catalog, sql, delegation, rateLimits, ensureIndex, models }) });
+    const run = endpointRunner({ catalog, sql, ensureIndex, models });
+    ctx.provideService(apiServiceCalls, { call: endpointCalls({ services, keys, delegation, rateLimits, run }) });
     return { routes: apiServiceRoutes({ services, keys, catalog, projects: ctx.useService(projectCatalog), sql, models, ensureIndex }) };
   },
 });
