@@ -2,6 +2,7 @@ import { problems, type ApiKeyPrincipal, type Delegation, type Principal, type R
 import type { DatasetCatalog } from '../datasets/public.ts';
 import type { RegistryModels } from '../registry/public.ts';
 import type { GovernedSql } from '../sql/public.ts';
+import type { AnswerCache } from './answer-cache.ts';
 import { lookupDataset, type Endpoint } from './endpoints.ts';
 import type { KeyStore } from './key-store.ts';
 import { runLookupEndpoint } from './lookup-endpoint.ts';
@@ -16,6 +17,7 @@ export interface CallDeps {
   delegation: Delegation;
   rateLimits: RateLimits;
   run: EndpointRunner;
+  answers: AnswerCache;
 }
 
 /** What the endpoints read through. */
@@ -96,6 +98,7 @@ export function endpointCalls(deps: CallDeps) {
     }
     if (endpoint.kind === 'function') throw notCallable(endpoint);
     const publisher = await publisherOf(deps.delegation, service.publisher, principal.orgId);
-    return deps.run(endpoint, input, { orgId: principal.orgId, publisher, fixed: key.fixed_params, audit });
+    const context = { orgId: principal.orgId, publisher, fixed: key.fixed_params, audit };
+    return deps.answers.answer(service, endpoint, input, context, () => deps.run(endpoint, input, context));
   };
 }

@@ -22,6 +22,13 @@ const inputName = z
   .regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, 'must be a name of letters, digits and _, not starting with a digit (at most 63)')
   .refine(notReservedName, RESERVED_NAME_MESSAGE);
 const columnName = z.string().min(1).max(200);
+const cacheTtl = z
+  .number()
+  .int()
+  .min(0)
+  .max(86_400)
+  .default(0)
+  .describe('Seconds an answer is kept and served again for the same inputs (0: never); a change of the data read, or of the publisher\u2019s row policies, is never served stale');
 const scalar = z.union([z.string().max(MAX_INPUT_TEXT), z.number(), z.boolean(), z.null()]);
 const unmaskedColumns = z
   .array(columnName)
@@ -38,6 +45,7 @@ const sqlConfig = z
       .default([]),
     max_rows: z.number().int().min(1).max(MAX_SQL_ROWS).default(1000),
     unmasked_columns: unmaskedColumns,
+    cache_ttl_s: cacheTtl,
   })
   .strict();
 
@@ -50,6 +58,7 @@ const lookupConfig = z
     on_multiple: z.enum(ON_MULTIPLE).default('all').describe('Rows matching one key: `all` (up to max_rows_per_key), `first` (in row order), `error` (409)'),
     max_rows_per_key: z.number().int().min(1).max(MAX_ROWS_PER_KEY).default(100),
     unmasked_columns: unmaskedColumns,
+    cache_ttl_s: cacheTtl,
   })
   .strict();
 

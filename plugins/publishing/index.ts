@@ -3,6 +3,7 @@ import { datasetCatalog } from '../datasets/public.ts';
 import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
 import { registryModels } from '../registry/public.ts';
 import { governedSql } from '../sql/public.ts';
+import { AnswerCache } from './answer-cache.ts';
 import { endpointCalls, endpointRunner, lookupIndexes } from './calls.ts';
 import { DATA_KEY_PREFIX, KeyStore } from './key-store.ts';
 import { publishingMigrations } from './migrations.ts';
@@ -32,7 +33,7 @@ export default definePlugin({
     });
     ctx.contribute(apiKeyAuthenticators, { id: 'publishing', prefix: DATA_KEY_PREFIX, authenticate: (key) => keys.authenticate(key) });
     const run = endpointRunner({ catalog, sql, ensureIndex, models });
-    ctx.provideService(apiServiceCalls, { call: endpointCalls({ services, keys, delegation, rateLimits, run }) });
+    ctx.provideService(apiServiceCalls, { call: endpointCalls({ services, keys, delegation, rateLimits, run, answers: new AnswerCache({ catalog, sql }) }) });
     return { routes: apiServiceRoutes({ services, keys, catalog, projects: ctx.useService(projectCatalog), sql, models, ensureIndex }) };
   },
 });

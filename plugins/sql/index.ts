@@ -16,12 +16,8 @@ export default definePlugin({
   init: ({ storage, config }, ctx) => {
     const catalog = ctx.useService(datasetCatalog);
 
-    /**
-     * The statement as governed SQL reads it: checked, and each dataset it names as `principal` may
-     * see it (null: the platform describing it, nothing masked or limited), PII columns outside
-     * `unmasked` masked whatever the caller holds.
-     */
-    async function prepare(text: string, orgId: number, principal: Principal | null, unmasked?: readonly string[]) {
+    /** The statement checked, and the datasets it reads by the names it reads them by. */
+    async function resolve(text: string, orgId: number) {
       let parsed: GovernedSelect;
       try {
         parsed = await storage.parseGovernedSelect(text);
@@ -36,6 +32,16 @@ export default definePlugin({
       // columns or functions, and the database refuses a table that is no dataset offered to it.
       const reads = parsed.exact ? parsed.relations : parsed.relations.filter((name) => byName.has(name.toLowerCase()));
       if (parsed.exact && missing.length) throw problems.badRequest(`no dataset named ${missing.map((m) => `"${m}"`).join(', ')} in this organization`, [{ path: 'body.sql', message: `unknown dataset ${missing[0]}` }]);
+      return { parsed, byName, reads };
+    }
+
+    /**
+     * The statement as governed SQL reads it: checked, and each dataset it names as `principal` may
+     * see it (null: the platform describing it, nothing masked or limited), PII columns outside
+     * `unmasked` masked whatever the caller holds.
+     */
+    async function prepare(text: string, orgId: number, principal: Principal | null, unmasked?: readonly string[]) {
+      const { parsed, byName, reads } = await resolve(text, orgId);
       // Each dataset as this caller may see it, by the name the query reads it by.
       const datasets: GovernedDataset[] = await Promise.all(reads.map((name) => catalog.governed(principal, byName.get(name.toLowerCase())!, name)));
       if (unmasked) {
@@ -90,6 +96,10 @@ export default definePlugin({
         } catch (err) {
           throw problemOf(err);
         }
+      },
+      reads: async (query, orgId) => {
+        const { byName, reads } = await resolve(query.sql, orgId);
+        return [...new Set(reads.map((name) => byName.get(name.toLowerCase())!))];
       },
       run: (query, orgId, principal, audit) =>
         execute({ sql: query.sql, params: query.params ?? [], limit: query.limit ?? 1000, timeout_ms: query.timeout_ms ?? 30_000, unmasked: query.unmasked }, orgId, principal, audit),

@@ -1,6 +1,7 @@
 /** The sql plugin's public contract: the governed query path, for plugins that depend on it. */
 import { pluginServiceRef, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
 import type { DataColumn } from '../../storage/index.ts';
+import type { DatasetInfo } from '../datasets/public.ts';
 
 export interface GovernedQuery {
   sql: string;
@@ -36,6 +37,11 @@ export interface GovernedSql {
    * (same refusals), each `$n` bound to `params`.
    */
   describe(query: Pick<GovernedQuery, 'sql' | 'params' | 'timeout_ms'>, orgId: number): Promise<DataColumn[]>;
+  /**
+   * The datasets a query reads, as they are now (their versions: for caches keyed by the data),
+   * the statement checked as `run` checks it (same refusals).
+   */
+  reads(query: Pick<GovernedQuery, 'sql'>, orgId: number): Promise<DatasetInfo[]>;
 }
 
 export const governedSql = pluginServiceRef<GovernedSql>('sql.governed');
