@@ -145,6 +145,29 @@ export const createPostgresDataTables = (pool: pg.Pool, claims: PostgresTableCla
   async rename(db, orgId, from, to) {
     await underNamespaceLock(db, orgId, (trx) => sql`alter table ${sql.id(schema(orgId), from)} rename to ${sql.id(to)}`.execute(trx));
   },
+  async index(db, orgId, table, name, columns) {
+    if (db.isTransaction) throw new Error('an index is built concurrently, which cannot happen inside a transaction');
+    // One connection for the session lock: only its holder drops or builds the index, so an
+    // invalid one found there is a failed build, never one in progress.
+    await db.connection().execute(async (connection) => {
+      const lock = sql`hashtext(${`org-index:${schema(orgId)}.${name}`})`;
+      const { rows } = await sql<{ locked: boolean }>`select pg_try_advisory_lock(${lock}) as locked`.execute(connection);
+      if (!rows[0].locked) return; // another connection is building it
+      try {
+        const found = await sql<{ table: string; valid: boolean }>`
+          select t.relname as table, x.indisvalid as valid from pg_index x
+          join pg_class i on i.oid = x.indexrelid join pg_class t on t.oid = x.indrelid join pg_namespace n on n.oid = i.relnamespace
+          where n.nspname = ${schema(orgId)} and i.relname = ${name}`.execute(connection);
+        const index = found.rows[0];
+        if (index?.table === table && index.valid) return;
+        // The name is taken by the index of a replaced table not dropped yet, or by a failed build.
+        if (index) await sql`drop index concurrently if exists ${sql.id(schema(orgId), name)}`.execute(connection);
+        await sql`create index concurrently if not exists ${sql.id(name)} on ${sql.id(schema(orgId), table)} (${sql.join(columns.map((column) => sql.id(column)))})`.execute(connection);
+      } finally {
+        await sql`select pg_advisory_unlock(${lock})`.execute(connection);
+      }
+    });
+  },
   claim: (orgId, table) => claims.claim(`${schema(orgId)}.${table}`),
   async dropUnclaimed(db, isCandidate) {
     const { rows } = await sql<{ namespace: string; name: string }>`

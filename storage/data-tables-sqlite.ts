@@ -65,6 +65,14 @@ export const createSqliteDataTables = (database: Database.Database, dropElsewher
       await sql`pragma legacy_alter_table = off`.execute(db);
     }
   },
+  async index(db, orgId, table, name, columns) {
+    const target = physical(orgId, table);
+    const { rows } = await sql<{ tbl_name: string }>`select tbl_name from sqlite_master where type = 'index' and name = ${name}`.execute(db);
+    if (rows[0]?.tbl_name === target) return;
+    // The name is taken by the index of a replaced table that is not dropped yet.
+    if (rows.length) await sql`drop index if exists ${sql.id(name)}`.execute(db);
+    await sql`create index if not exists ${sql.id(name)} on ${sql.id(target)} (${sql.join(columns.map((column) => sql.id(column)))})`.execute(db);
+  },
   async claim(orgId, table) {
     const claims = claimsOf(database);
     const name = physical(orgId, table);

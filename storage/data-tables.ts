@@ -34,6 +34,15 @@ export interface DataTables {
   /** Renames `from` to `to` within the organization's namespace. */
   rename(db: Kysely<any>, orgId: number, from: string, to: string): Promise<void>;
   /**
+   * Creates, unless the table has it, the index `name` of `table` on `columns` (in this order).
+   * Postgres builds it CONCURRENTLY, never blocking the table's writers, so `db` must not be a
+   * transaction (give the storage's `db`); an instance already building it there makes this a
+   * no-op. SQLite builds it in place (its one writer waits). An index of that name on another
+   * table (the table a load replaced, renamed aside until it is dropped) or left invalid by a
+   * failed build is dropped first.
+   */
+  index(db: Kysely<any>, orgId: number, table: string, name: string, columns: string[]): Promise<void>;
+  /**
    * Opens a writer of rows (values in column order, already typed) into the table, in the fastest
    * way the dialect has: batches written one after another, the database storing one while the
    * next is prepared where it can.

@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import type { Context, Middleware } from 'koa';
 import type { Logger } from 'pino';
 import { HttpProblem, isHttpProblem, problemBody } from '../problem.ts';
+import { prototypeKeyProblem } from './prototype-keys.ts';
 import type { RequestState } from './state.ts';
 
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -54,6 +55,8 @@ function toProblem(err: unknown): HttpProblem {
   if (typeof status === 'number' && status >= 400 && status < 500) {
     const message = (err as Error).message;
     if (status === 413) return new HttpProblem(413, `request body is larger than the limit: ${message}`);
+    const prototypeKey = prototypeKeyProblem(err);
+    if (prototypeKey) return prototypeKey;
     if (status === 400 && /JSON|token|Unexpected/i.test(message)) return invalidJson(message);
     return new HttpProblem(status, message);
   }

@@ -160,8 +160,9 @@ export interface DatasetCatalog {
   stream(principal: Principal, orgId: number, datasetId: number, options?: { pageSize?: number }): AsyncIterable<RowsBlock>;
   /**
    * Creates, unless it exists, a database index of the dataset's table on these columns (in this
-   * order), for lookups by them; an unknown column is a 400 naming `columns.<i>`. A load that
-   * replaces the table loses it: call again when the dataset's version changed.
+   * order), for lookups by them; an unknown column is a 400 naming `columns.<i>`. On Postgres it is
+   * built concurrently: writers go on, and a big table takes long. A load that replaces the table
+   * loses it: call again on `dataset.updated`.
    */
   index(orgId: number, datasetId: number, columns: string[]): Promise<void>;
 }

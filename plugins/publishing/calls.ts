@@ -24,7 +24,6 @@ export interface CallDeps {
 export interface RunnerDeps {
   catalog: DatasetCatalog;
   sql: GovernedSql;
-  ensureIndex: ReturnType<typeof lookupIndexes>;
   models: RegistryModels;
 }
 
@@ -39,7 +38,6 @@ export function endpointRunner(deps: RunnerDeps): EndpointRunner {
     if (endpoint.kind === 'sql') return runSqlEndpoint(endpoint, input, context, deps);
     if (endpoint.kind === 'model') return runModelEndpoint(endpoint, input, context, deps.models);
     const dataset = await lookupDataset(deps.catalog, context.orgId, endpoint, `endpoints.${endpoint.name}`);
-    await deps.ensureIndex(context.orgId, dataset.id, dataset.version, endpoint.config.keys);
     return runLookupEndpoint(endpoint, dataset, input, context, deps.catalog);
   };
 }
@@ -61,17 +59,6 @@ async function publisherOf(delegation: Delegation, actor: StoredActor, orgId: nu
     throw problems.forbidden(`this API Service reads with the rights of the user who published it, and ${publisher.username} no longer holds the capability "datasets.read"`);
   }
   return publisher;
-}
-
-/** Keeps a lookup's key columns indexed: again after a load replaced the dataset's table (its version changed). */
-export function lookupIndexes(catalog: DatasetCatalog) {
-  const indexed = new Map<string, number>();
-  return async (orgId: number, datasetId: number, version: number, keys: string[]) => {
-    const name = `${datasetId}:${JSON.stringify(keys)}`;
-    if (indexed.get(name) === version) return;
-    await catalog.index(orgId, datasetId, keys);
-    indexed.set(name, version);
-  };
 }
 
 /**

@@ -122,11 +122,23 @@ export async function checkEndpoints(endpoints: Endpoint[], orgId: number, deps:
   }
 }
 
-/** A model endpoint names a model of the organization's registry, or a 422 naming its `model_id`. */
+/**
+ * A model endpoint names a model of the organization's registry, or a 422 naming its `model_id`;
+ * a pinned `version` must exist and be ready (trained or imported), or a 422 naming it.
+ */
 async function checkModel(endpoint: ModelEndpoint, orgId: number, at: string, models: RegistryModels): Promise<void> {
-  if (await models.find(orgId, endpoint.config.model_id)) return;
-  const path = `${at}.config.model_id`;
-  throw problems.unprocessable(`${path}: no model ${endpoint.config.model_id} in this organization`, [{ path, message: 'no such model' }]);
+  const { model_id: modelId, version } = endpoint.config;
+  if (!(await models.find(orgId, modelId))) {
+    const path = `${at}.config.model_id`;
+    throw problems.unprocessable(`${path}: no model ${modelId} in this organization`, [{ path, message: 'no such model' }]);
+  }
+  if (version === undefined) return;
+  // The registry's own check of a version to predict with: a 409 when missing or not ready.
+  await models.signature(orgId, modelId, version).catch((err: unknown) => {
+    if (!(err instanceof HttpProblem) || err.status !== 409) throw err;
+    const path = `${at}.config.version`;
+    throw problems.unprocessable(`${path}: ${err.detail}`, [{ path, message: err.detail }]);
+  });
 }
 
 const refuse = (path: string, message: string) => problems.badRequest(`${path}: ${message}`, [{ path, message }] satisfies FieldError[]);

@@ -4,8 +4,9 @@ import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
 import { registryModels } from '../registry/public.ts';
 import { governedSql } from '../sql/public.ts';
 import { AnswerCache } from './answer-cache.ts';
-import { endpointCalls, endpointRunner, lookupIndexes } from './calls.ts';
+import { endpointCalls, endpointRunner } from './calls.ts';
 import { DATA_KEY_PREFIX, KeyStore } from './key-store.ts';
+import { keepLookupsIndexed } from './lookup-indexes.ts';
 import { publishingMigrations } from './migrations.ts';
 import { apiServiceCalls } from './public.ts';
 import { apiServiceRoutes } from './routes.ts';
@@ -16,24 +17,24 @@ import { ServiceStore } from './service-store.ts';
  * service path itself is the `api_service` router's, which calls `apiServiceCalls`.
  */
 export default definePlugin({
-  deps: { storage: kernelServices.storage, tokens: kernelServices.tokens, delegation: kernelServices.delegation, rateLimits: kernelServices.rateLimits },
+  deps: { storage: kernelServices.storage, tokens: kernelServices.tokens, delegation: kernelServices.delegation, rateLimits: kernelServices.rateLimits, events: kernelServices.events },
   migrations: publishingMigrations,
-  init: ({ storage, tokens, delegation, rateLimits }, ctx) => {
+  init: ({ storage, tokens, delegation, rateLimits, events }, ctx) => {
     const catalog = ctx.useService(datasetCatalog);
     const services = new ServiceStore(storage);
     // Kept as PATs are: a keyed HMAC under the kernel's PAT_HASH_KEY (the dpk_ prefix keeps the two apart).
     const keys = new KeyStore(storage, (secret) => tokens.hmac(secret));
     const sql = ctx.useService(governedSql);
-    const ensureIndex = lookupIndexes(catalog);
     const models = ctx.useService(registryModels);
+    keepLookupsIndexed(events, services, catalog);
     // A project's API Services (published or not) go first: a deleted project leaves none serving.
     ctx.contribute(projectDeleteGuards, async (orgId, projectId) => {
       const count = await services.countInProject(orgId, projectId);
       return count ? `it holds ${count} API Service${count === 1 ? '' : 's'}; delete them first` : null;
     });
     ctx.contribute(apiKeyAuthenticators, { id: 'publishing', prefix: DATA_KEY_PREFIX, authenticate: (key) => keys.authenticate(key) });
-    const run = endpointRunner({ catalog, sql, ensureIndex, models });
+    const run = endpointRunner({ catalog, sql, models });
     ctx.provideService(apiServiceCalls, { call: endpointCalls({ services, keys, delegation, rateLimits, run, answers: new AnswerCache({ catalog, sql }) }) });
-    return { routes: apiServiceRoutes({ services, keys, catalog, projects: ctx.useService(projectCatalog), sql, models, ensureIndex }) };
+    return { routes: apiServiceRoutes({ services, keys, catalog, projects: ctx.useService(projectCatalog), sql, models }) };
   },
 });

@@ -3,7 +3,6 @@ import type { DatasetCatalog } from '../datasets/public.ts';
 import type { ProjectCatalog } from '../projects/public.ts';
 import type { RegistryModels } from '../registry/public.ts';
 import type { GovernedSql } from '../sql/public.ts';
-import type { lookupIndexes } from './calls.ts';
 import { checkEndpoints, endpointSchema, endpointsSchema, lookupDataset, type Endpoint } from './endpoints.ts';
 import { checkKeyFields, keyInput } from './key-fields.ts';
 import type { KeyRecord, KeyStore } from './key-store.ts';
@@ -67,18 +66,17 @@ export interface RouteDeps {
   projects: ProjectCatalog;
   sql: GovernedSql;
   models: RegistryModels;
-  ensureIndex: ReturnType<typeof lookupIndexes>;
 }
 
 /** The `publishing` router's API Service routes: CRUD, publish and unpublish, data API keys. */
-export function apiServiceRoutes({ services, keys, catalog, projects, sql, models, ensureIndex }: RouteDeps): RouteDefinition<any>[] {
+export function apiServiceRoutes({ services, keys, catalog, projects, sql, models }: RouteDeps): RouteDefinition<any>[] {
   const check = (orgId: number, endpoints: Endpoint[]) => checkEndpoints(endpoints, orgId, { catalog, sql, models });
   /** The indexes a published service's lookups read by. */
   const indexLookups = async (orgId: number, endpoints: Endpoint[]) => {
     for (const [i, endpoint] of endpoints.entries()) {
       if (endpoint.kind !== 'lookup') continue;
       const dataset = await lookupDataset(catalog, orgId, endpoint, `endpoints.${i}`);
-      await ensureIndex(orgId, dataset.id, dataset.version, endpoint.config.keys);
+      await catalog.index(orgId, dataset.id, endpoint.config.keys);
     }
   };
   const published = (service: ApiService) => service.status === 'published';

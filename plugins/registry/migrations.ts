@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type { Migration } from '../../storage/index.ts';
 
 export const registryMigrations: Record<string, Migration> = {
@@ -44,6 +45,23 @@ export const registryMigrations: Record<string, Migration> = {
     async down({ db }) {
       await db.schema.dropTable('registry_model_versions').execute();
       await db.schema.dropTable('registry_models').execute();
+    },
+  },
+  '2026-11-28T1800_registry_imported_without_dataset': {
+    // dataset_id becomes nullable (null: an imported version, which read no dataset; it stored 0).
+    // SQLite cannot drop a NOT NULL in place: a nullable column replaces it, on both databases
+    // (add, copy, drop, rename: one change per statement, which SQLite asks).
+    async up({ db }) {
+      await db.schema.alterTable('registry_model_versions').addColumn('trained_on', 'integer').execute();
+      await sql`update registry_model_versions set trained_on = case when algorithm = 'onnx' then null else dataset_id end`.execute(db);
+      await db.schema.alterTable('registry_model_versions').dropColumn('dataset_id').execute();
+      await db.schema.alterTable('registry_model_versions').renameColumn('trained_on', 'dataset_id').execute();
+    },
+    async down({ db }) {
+      await db.schema.alterTable('registry_model_versions').addColumn('trained_on', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+      await sql`update registry_model_versions set trained_on = coalesce(dataset_id, 0)`.execute(db);
+      await db.schema.alterTable('registry_model_versions').dropColumn('dataset_id').execute();
+      await db.schema.alterTable('registry_model_versions').renameColumn('trained_on', 'dataset_id').execute();
     },
   },
 };

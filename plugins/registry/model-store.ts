@@ -62,12 +62,6 @@ export interface NewVersion {
   spec: VersionSpec;
 }
 
-/**
- * The dataset_id stored for an imported version: the column is NOT NULL since the first slice (a
- * version was always trained), and SQLite cannot drop that in place.
- */
-const NO_DATASET = 0;
-
 const VERSION_COLUMNS = ['id', 'model_id', 'version', 'status', 'algorithm', 'dataset_id', 'target', 'spec', 'run_id', 'metrics', 'feature_importance', 'training_rows', 'test_rows', 'dataset_version', 'trained_at', 'error', 'created_at'] as const;
 
 /** Models and their versions, one organization at a time. A version's training outcome is written once. */
@@ -87,7 +81,7 @@ export class ModelStore {
       version: Number(row.version),
       status: row.status,
       algorithm: row.algorithm,
-      dataset_id: Number(row.dataset_id) === NO_DATASET ? null : Number(row.dataset_id),
+      dataset_id: int(row.dataset_id),
       target: row.target,
       spec: this.storage.decodeJson<VersionSpec>(row.spec),
       run_id: int(row.run_id),
@@ -172,7 +166,7 @@ export class ModelStore {
           version: Number(last?.v ?? 0) + 1,
           status: 'ready',
           algorithm: 'onnx',
-          dataset_id: NO_DATASET,
+          dataset_id: null,
           target: artifact.output.name,
           spec: this.storage.encodeJson({ features: artifact.features, params: { output: artifact.output }, test_ratio: 0, seed: 0 }),
           trained_at: now,

@@ -1,0 +1,149 @@
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DIALECTS, startTestKernel, until, type TestKernel, type TestResponse } from '../harness/index.ts';
+import { emptyDataset, finished, loadDataset } from '../pipeline/pipeline-helpers.ts';
+import { importOnnx, IRIS_FEATURES, IRIS_ONNX, IRIS_ROWS, irisLines } from './onnx-helpers.ts';
+
+const BASE = '/api/publishing/api-services';
+const IRIS_COLUMNS = ['id:integer', ...IRIS_FEATURES.map((f) => `${f.name}:number`), 'species:string'];
+
+describe.each(DIALECTS)('API Services, review fixes (%s)', (dialect) => {
+  let t: TestKernel;
+  let project: number;
+  let iris: number;
+  /** A classifier whose version 1 failed (a single class) and version 2 is an ONNX import (ready). */
+  let model: number;
+
+  /** The errors of a refusal name exactly this field. */
+  const expectField = (res: TestResponse, status: number, path: string) => {
+    expect(res.status, res.text).toBe(status);
+    expect(res.body.errors?.map((e: { path: string }) => e.path), res.text).toContain(path);
+  };
+  const service = (key: string, endpoints: unknown[]) => t.request('POST', BASE, { body: { project_id: project, name: key, key, endpoints } });
+  const publish = async (id: number) => {
+    const res = await t.request('POST', `${BASE}/${id}/publish`);
+    expect(res.status, res.text).toBe(200);
+  };
+  const mint = async (id: number) => {
+    const res = await t.request('POST', `${BASE}/${id}/keys`, { body: { name: 'review' } });
+    expect(res.status, res.text).toBe(201);
+    return res.body.key as string;
+  };
+  const call = (key: string, path: string, init: { body?: unknown; query?: string } = {}) =>
+    t.request(init.body === undefined ? 'GET' : 'POST', `/api/service/${path}${init.query ?? ''}`, { token: null, body: init.body, headers: { 'x-api-key': key } });
+
+  beforeAll(async () => {
+    t = await startTestKernel({ dialect });
+    project = (await t.request('POST', '/api/projects', { body: { key: 'REVIEW', name: 'Review' } })).body.id;
+    iris = await loadDataset(t, project, 'iris', IRIS_COLUMNS, irisLines(5));
+    const single = await loadDataset(t, project, 'one_class', ['id:integer', 'x:number', 'label:string'], Array.from({ length: 20 }, (_, i) => `${i},${i},same`));
+    const started = await t.request('POST', '/api/registry/models', {
+      body: { project_id: project, name: 'species', dataset_id: single, target: 'label', features: ['x'], task: 'classification', algorithm: 'decision_tree', params: {}, test_ratio: 0.2, seed: 1 },
+    });
+    expect(started.status, started.text).toBe(202);
+    expect((await finished(t, started.body.run.id, 60_000)).status).toBe('failed');
+    model = started.body.model.id;
+    expect((await importOnnx(t, model, IRIS_ONNX)).status).toBe(201);
+  });
+  afterAll(async () => t?.stop());
+
+  describe('a model endpoint or a predict recipe pinning a version', () => {
+    it('refuses at save a pinned version that does not exist or is not ready (422 naming config.version)', async () => {
+      const endpoint = (version: number) => ({ name: 'score', kind: 'model', config: { model_id: model, version } });
+      expectField(await service('pin-failed', [endpoint(1)]), 422, 'body.endpoints.0.config.version');
+      expectField(await service('pin-missing', [{ name: 'other', kind: 'function', config: {} }, endpoint(9)]), 422, 'body.endpoints.1.config.version');
+      const ready = await service('pin-ready', [endpoint(2)]);
+      expect(ready.status, ready.text).toBe(201);
+      expectField(await t.request('PATCH', `${BASE}/${ready.body.id}`, { body: { endpoints: [endpoint(1)] } }), 422, 'body.endpoints.0.config.version');
+      // The pinned version serves.
+      await publish(ready.body.id);
+      const scored = await call(await mint(ready.body.id), 'pin-ready/score', { body: { rows: IRIS_ROWS } });
+      expect(scored.status, scored.text).toBe(200);
+      expect(scored.body).toMatchObject({ predictions: ['setosa', 'versicolor', 'virginica'], version: 2 });
+    });
+
+    it('refuses a predict recipe pinning a version that failed (422 naming body.params.version)', async () => {
+      const out = await emptyDataset(t, project, 'scored');
+      const recipe = (version: number) => ({ project_id: project, name: `score v${version}`, type: 'predict', inputs: [iris], outputs: [out], params: { model_id: model, version } });
+      expectField(await t.request('POST', '/api/pipeline/recipes', { body: recipe(1) }), 422, 'body.params.version');
+      expect((await t.request('POST', '/api/pipeline/recipes', { body: recipe(2) })).status).toBe(201);
+    });
+  });
+
+  describe('lookup indexes', () => {
+    const tableOf = (datasetId: number) => t.kernel.storage.db.selectFrom('datasets').select(['table_name as table', 'org_id as orgId']).where('id', '=', datasetId).executeTakeFirstOrThrow();
+    /** The indexes of the dataset's table, read from the database's catalog. */
+    const indexesOf = async (datasetId: number): Promise<string[]> => {
+      const db = t.kernel.storage.db;
+      const { table, orgId } = await tableOf(datasetId);
+      const { rows } =
+        dialect === 'postgres'
+          ? await sql<{ name: string }>`select indexname as name from pg_indexes where schemaname = ${`org_${orgId}`} and tablename = ${table}`.execute(db)
+          : await sql<{ name: string }>`select name from sqlite_master where type = 'index' and tbl_name = ${`org_${orgId}__${table}`} and sql is not null`.execute(db);
+      return rows.map((r) => r.name).filter((name) => name.startsWith('ix_'));
+    };
+    const upload = async (datasetId: number, csv: string, mode: 'append' | 'replace') => {
+      const res = await t.request('POST', `/api/datasets/${datasetId}/data?mode=${mode}`, { body: csv, headers: { 'content-type': 'text/csv' } });
+      expect(res.status, res.text).toBe(200);
+    };
+
+    it('indexes at publish and again once a load replaced the table, off the call path; calls create none', async () => {
+      const stock = await loadDataset(t, project, 'stock', ['sku:string', 'qty:integer'], ['a-1,3', 'b-2,5']);
+      const created = await service('stock', [{ name: 'by-sku', kind: 'lookup', config: { dataset_id: stock, keys: ['sku'] } }]);
+      expect(created.status, created.text).toBe(201);
+      expect(await indexesOf(stock)).toEqual([]);
+      await publish(created.body.id);
+      const [index] = await indexesOf(stock);
+      expect(index).toMatch(/^ix_/);
+      const key = await mint(created.body.id);
+
+      await upload(stock, 'sku,qty\na-1,30\nc-3,7\n', 'replace');
+      await until(() => indexesOf(stock), (names) => names.includes(index));
+      const found = await call(key, 'stock/by-sku', { query: '?sku=c-3' });
+      expect(found.status, found.text).toBe(200);
+      expect(found.body.rows).toEqual([{ sku: 'c-3', qty: 7 }]);
+
+      // A call never creates it: without the index, calls read without it.
+      const { orgId } = await tableOf(stock);
+      await sql`drop index ${dialect === 'postgres' ? sql.id(`org_${orgId}`, index) : sql.id(index)}`.execute(t.kernel.storage.db);
+      expect((await call(key, 'stock/by-sku', { query: '?sku=a-1' })).body.rows).toEqual([{ sku: 'a-1', qty: 30 }]);
+      expect(await indexesOf(stock)).toEqual([]);
+      // An append keeps the table: the index is created again all the same (the event of any load).
+      await upload(stock, 'sku,qty\nd-4,1\n', 'append');
+      await until(() => indexesOf(stock), (names) => names.includes(index));
+    });
+  });
+
+  describe('imported model versions', () => {
+    it('store no dataset: dataset_id and dataset_version are null, in the API and the database', async () => {
+      const versions = await t.request('GET', `/api/registry/models/${model}/versions`);
+      expect(versions.status, versions.text).toBe(200);
+      const [trained, imported] = versions.body.items;
+      expect(trained).toMatchObject({ version: 1, status: 'failed', dataset_id: expect.any(Number) });
+      expect(imported).toMatchObject({ version: 2, algorithm: 'onnx', dataset_id: null, dataset_version: null });
+      const stored = await t.kernel.storage.db.selectFrom('registry_model_versions').select(['version', 'dataset_id']).where('model_id', '=', model).orderBy('version').execute();
+      expect(stored.map((r) => [Number(r.version), r.dataset_id === null ? null : Number(r.dataset_id)])).toEqual([
+        [1, trained.dataset_id],
+        [2, null],
+      ]);
+    });
+  });
+
+  describe('a JSON body holding __proto__', () => {
+    it('is a 400 naming each such key, on the service path and on any route', async () => {
+      const created = await service('proto', [{ name: 'score', kind: 'model', config: { model_id: model } }]);
+      expect(created.status, created.text).toBe(201);
+      await publish(created.body.id);
+      const key = await mint(created.body.id);
+      const raw = (path: string, body: string, headers: Record<string, string> = {}) => t.request('POST', path, { body, headers: { 'content-type': 'application/json', ...headers } });
+      const onService = await t.request('POST', '/api/service/proto/score', { token: null, body: '{"__proto__": {"x": 1}}', headers: { 'content-type': 'application/json', 'x-api-key': key } });
+      expect([onService.status, onService.body.errors], onService.text).toEqual([400, [{ path: 'body.__proto__', message: 'a key named __proto__ is not accepted' }]]);
+      const nested = await t.request('POST', '/api/service/proto/score', { token: null, body: '{"rows": [{"sepal_length": 1}, {"\\u005f_proto__": null}]}', headers: { 'content-type': 'application/json', 'x-api-key': key } });
+      expect([nested.status, nested.body.errors?.map((e: { path: string }) => e.path)], nested.text).toEqual([400, ['body.rows.1.__proto__']]);
+      const project = await raw('/api/projects', '{"key": "P", "name": "p", "__proto__": {"admin": true}}');
+      expect([project.status, project.body.errors?.map((e: { path: string }) => e.path)], project.text).toEqual([400, ['body.__proto__']]);
+      // A body that is not JSON stays a 400 naming the body.
+      expectField(await raw('/api/projects', '{"__proto__": '), 400, 'body');
+    });
+  });
+});
