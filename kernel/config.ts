@@ -81,6 +81,8 @@ export const settingsSchema = z.object({
   PAT_MAX_PER_USER: integer(20, 1),
   PAT_RATE_LIMIT_PER_MIN: integer(0),
   API_KEY_RATE_LIMIT_PER_MIN: integer(0),
+  /** How often each instance adds the API Service usage it counted to the database: a crash loses at most this much of it. */
+  API_USAGE_FLUSH_MS: integer(5_000, 10),
   /** Where rate-limit counters live; default: `database` on Postgres (instances share them), `memory` on SQLite. */
   RATE_LIMIT_STORE: z.enum(['memory', 'database']).optional(),
   CORS_ALLOWED_ORIGINS: list(),

@@ -7,7 +7,7 @@ import { lookupDataset, type Endpoint } from './endpoints.ts';
 import type { KeyStore } from './key-store.ts';
 import { runLookupEndpoint } from './lookup-endpoint.ts';
 import { runModelEndpoint } from './model-endpoint.ts';
-import type { ServiceStore } from './service-store.ts';
+import type { ApiService, ServiceStore } from './service-store.ts';
 import type { CallInput, EndpointContext } from './call-input.ts';
 import { runSqlEndpoint } from './sql-endpoint.ts';
 
@@ -68,7 +68,7 @@ async function publisherOf(delegation: Delegation, actor: StoredActor, orgId: nu
  * with the publisher's rights, checked again on every call.
  */
 export function endpointCalls(deps: CallDeps) {
-  return async ({ serviceKey, endpoint: name, principal, input, audit }: EndpointCall): Promise<unknown> => {
+  return async ({ serviceKey, endpoint: name, principal, input, audit }: EndpointCall, found?: (service: ApiService) => void): Promise<unknown> => {
     const service = await deps.services.byKey(serviceKey);
     if (!service || service.status !== 'published' || service.org_id !== principal.orgId || service.publisher === null) throw problems.notFound(`no published API Service "${serviceKey}"`);
     const key = await deps.keys.get(principal.orgId, Number(principal.keyId));
@@ -76,6 +76,8 @@ export function endpointCalls(deps: CallDeps) {
     // A key reads with its minter's rights only: published again by someone else, the service would
     // lend the new publisher's rights to keys that user never handed out.
     if (key.minted_by !== service.publisher.userId) throw problems.forbidden(`this API key was minted by a user who no longer publishes "${serviceKey}" (it was published again by another user): its publisher mints new keys`);
+    // From here the call counts in the service's usage (usage.ts), whatever it answers.
+    found?.(service);
     // Checked before the endpoint is looked up: a key learns nothing of the endpoints outside its list.
     if (principal.allowed && !principal.allowed.has(name)) throw problems.forbidden(`this API key may not call the endpoint "${name}" (allowed_endpoints)`);
     const endpoint = service.endpoints.find((e) => e.name === name);

@@ -11,15 +11,18 @@ import { publishingMigrations } from './migrations.ts';
 import { apiServiceCalls } from './public.ts';
 import { apiServiceRoutes } from './routes.ts';
 import { ServiceStore } from './service-store.ts';
+import { UsageRecorder } from './usage.ts';
+import { usageRoutes } from './usage-routes.ts';
+import { UsageStore } from './usage-store.ts';
 
 /**
  * The `publishing` router: API Services (spec §2.5, §3.4) and their data API keys (§5.14). The
  * service path itself is the `api_service` router's, which calls `apiServiceCalls`.
  */
 export default definePlugin({
-  deps: { storage: kernelServices.storage, tokens: kernelServices.tokens, delegation: kernelServices.delegation, rateLimits: kernelServices.rateLimits, events: kernelServices.events },
+  deps: { storage: kernelServices.storage, tokens: kernelServices.tokens, delegation: kernelServices.delegation, rateLimits: kernelServices.rateLimits, events: kernelServices.events, config: kernelServices.config, logger: kernelServices.logger },
   migrations: publishingMigrations,
-  init: ({ storage, tokens, delegation, rateLimits, events }, ctx) => {
+  init: ({ storage, tokens, delegation, rateLimits, events, config, logger }, ctx) => {
     const catalog = ctx.useService(datasetCatalog);
     const services = new ServiceStore(storage);
     // Kept as PATs are: a keyed HMAC under the kernel's PAT_HASH_KEY (the dpk_ prefix keeps the two apart).
@@ -34,7 +37,10 @@ export default definePlugin({
     });
     ctx.contribute(apiKeyAuthenticators, { id: 'publishing', prefix: DATA_KEY_PREFIX, authenticate: (key) => keys.authenticate(key) });
     const run = endpointRunner({ catalog, sql, models });
-    ctx.provideService(apiServiceCalls, { call: endpointCalls({ services, keys, delegation, rateLimits, run, answers: new AnswerCache({ catalog, sql }) }) });
-    return { routes: apiServiceRoutes({ services, keys, catalog, projects: ctx.useService(projectCatalog), sql, models }) };
+    const usage = new UsageStore(storage);
+    const recorder = new UsageRecorder(usage, config.API_USAGE_FLUSH_MS, logger);
+    ctx.onDispose(() => recorder.stop());
+    ctx.provideService(apiServiceCalls, { call: recorder.counted(endpointCalls({ services, keys, delegation, rateLimits, run, answers: new AnswerCache({ catalog, sql }) })) });
+    return { routes: [...apiServiceRoutes({ services, keys, catalog, projects: ctx.useService(projectCatalog), sql, models }), ...usageRoutes({ services, usage })] };
   },
 });

@@ -53,4 +53,26 @@ export const publishingMigrations: Record<string, Migration> = {
       await db.schema.alterTable('publishing_services').dropColumn('published_scopes').execute();
     },
   },
+  '2026-11-27T2300_publishing_usage': {
+    // Calls of the service path by the minute: one row per service, minute, key, endpoint and
+    // latency bucket, which every instance's flushes add into. Times are epoch milliseconds.
+    async up({ db, storage }) {
+      await db.schema
+        .createTable('publishing_usage')
+        .addColumn('service_id', 'integer', (c) => c.notNull().references('publishing_services.id').onDelete('cascade'))
+        .addColumn('minute', storage.types.bigint, (c) => c.notNull())
+        .addColumn('key_id', 'integer', (c) => c.notNull().references('publishing_keys.id').onDelete('cascade'))
+        // '' for a name the service has no endpoint of.
+        .addColumn('endpoint', 'text', (c) => c.notNull())
+        .addColumn('bucket', 'integer', (c) => c.notNull())
+        .addColumn('calls', storage.types.bigint, (c) => c.notNull())
+        .addColumn('errors', storage.types.bigint, (c) => c.notNull())
+        .addColumn('last_call_at', storage.types.bigint, (c) => c.notNull())
+        .addPrimaryKeyConstraint('publishing_usage_pk', ['service_id', 'minute', 'key_id', 'endpoint', 'bucket'])
+        .execute();
+    },
+    async down({ db }) {
+      await db.schema.dropTable('publishing_usage').execute();
+    },
+  },
 };

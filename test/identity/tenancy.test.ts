@@ -529,6 +529,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
         'POST /api/publishing/api-services',
         'GET /api/publishing/api-services',
         'GET /api/publishing/api-services/{id}',
+        'GET /api/publishing/api-services/{id}/usage',
         'PATCH /api/publishing/api-services/{id}',
         'DELETE /api/publishing/api-services/{id}',
         'POST /api/publishing/api-services/{id}/publish',
