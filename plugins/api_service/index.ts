@@ -23,6 +23,23 @@ export default definePlugin({
     const calls = ctx.useService(apiServiceCalls);
     return {
       routes: [
+        // Matched before /{key}/{endpoint} (the kernel registers static segments first); no endpoint
+        // can be named openapi.json anyway (endpoint names hold no dot).
+        defineRoute({
+          method: 'get',
+          path: '/{key}/openapi.json',
+          summary: 'The OpenAPI 3.1 description of an API Service',
+          description:
+            'The published endpoints this data API key may call (its allowed_endpoints), without the inputs it fixes (fixed_params), their inputs and answers typed from their config: for generating clients. Refused as a call is: a key of another service 403, a service not published 404.',
+          security: 'apiKey',
+          request: { params: params.pick({ key: true }) },
+          responses: {
+            200: { description: 'An OpenAPI 3.1 document', schema: z.record(z.string(), z.unknown()).meta({ id: 'ApiServiceOpenApiDocument', description: 'An OpenAPI 3.1 document' }) },
+            403: { description: 'A key of another service, or a publisher who may not read any more' },
+            404: { description: 'No published service of that key' },
+          },
+          handler: ({ params, principal }) => calls.openapi(params.key, principal),
+        }),
         defineRoute({
           method: 'get',
           path: '/{key}/{endpoint}',

@@ -4,7 +4,7 @@ import type { RegistryModels } from '../registry/public.ts';
 import type { GovernedSql } from '../sql/public.ts';
 import type { AnswerCache } from './answer-cache.ts';
 import { lookupDataset, type Endpoint } from './endpoints.ts';
-import type { KeyStore } from './key-store.ts';
+import type { KeyRecord, KeyStore } from './key-store.ts';
 import { runLookupEndpoint } from './lookup-endpoint.ts';
 import { runModelEndpoint } from './model-endpoint.ts';
 import type { ApiService, ServiceStore } from './service-store.ts';
@@ -52,13 +52,32 @@ export interface EndpointCall {
 }
 
 /** The principal the endpoints of a service read with: its publisher's rights of now (narrowed to the scopes they published with), or a 403 saying why not. */
-async function publisherOf(delegation: Delegation, actor: StoredActor, orgId: number): Promise<Principal> {
+export async function publisherOf(delegation: Delegation, actor: StoredActor, orgId: number): Promise<Principal> {
   const publisher = await delegation.actFor(actor.userId, orgId, actor.scopes);
   if ('refused' in publisher) throw problems.forbidden(`this API Service reads with the rights of the user who published it, and that user may not read any more: ${publisher.refused}`);
   if (!publisher.capabilities.has('datasets.read')) {
     throw problems.forbidden(`this API Service reads with the rights of the user who published it, and ${publisher.username} no longer holds the capability "datasets.read"`);
   }
   return publisher;
+}
+
+/** A published service as a key of it reaches it: with its publisher. */
+export type KeyedService = { service: ApiService & { publisher: StoredActor }; key: KeyRecord };
+
+/**
+ * The published service `serviceKey` as the data API key `principal` reaches it (a call, or its
+ * openapi.json): a service not published, or not of the key's organization, is not there (404); a
+ * key of another service, or one its publisher of now did not mint, is refused (403).
+ */
+export async function serviceOfKey(deps: Pick<CallDeps, 'services' | 'keys'>, serviceKey: string, principal: ApiKeyPrincipal): Promise<KeyedService> {
+  const service = await deps.services.byKey(serviceKey);
+  if (!service || service.status !== 'published' || service.org_id !== principal.orgId || service.publisher === null) throw problems.notFound(`no published API Service "${serviceKey}"`);
+  const key = await deps.keys.get(principal.orgId, Number(principal.keyId));
+  if (!key || key.service_id !== service.id) throw problems.forbidden(`this API key belongs to another API Service than "${serviceKey}"`);
+  // A key reads with its minter's rights only: published again by someone else, the service would
+  // lend the new publisher's rights to keys that user never handed out.
+  if (key.minted_by !== service.publisher.userId) throw problems.forbidden(`this API key was minted by a user who no longer publishes "${serviceKey}" (it was published again by another user): its publisher mints new keys`);
+  return { service: { ...service, publisher: service.publisher }, key };
 }
 
 /**
@@ -69,13 +88,7 @@ async function publisherOf(delegation: Delegation, actor: StoredActor, orgId: nu
  */
 export function endpointCalls(deps: CallDeps) {
   return async ({ serviceKey, endpoint: name, principal, input, audit }: EndpointCall, found?: (service: ApiService) => void): Promise<unknown> => {
-    const service = await deps.services.byKey(serviceKey);
-    if (!service || service.status !== 'published' || service.org_id !== principal.orgId || service.publisher === null) throw problems.notFound(`no published API Service "${serviceKey}"`);
-    const key = await deps.keys.get(principal.orgId, Number(principal.keyId));
-    if (!key || key.service_id !== service.id) throw problems.forbidden(`this API key belongs to another API Service than "${serviceKey}"`);
-    // A key reads with its minter's rights only: published again by someone else, the service would
-    // lend the new publisher's rights to keys that user never handed out.
-    if (key.minted_by !== service.publisher.userId) throw problems.forbidden(`this API key was minted by a user who no longer publishes "${serviceKey}" (it was published again by another user): its publisher mints new keys`);
+    const { service, key } = await serviceOfKey(deps, serviceKey, principal);
     // From here the call counts in the service's usage (usage.ts), whatever it answers.
     found?.(service);
     // Checked before the endpoint is looked up: a key learns nothing of the endpoints outside its list.

@@ -5,11 +5,13 @@ import { registryModels } from '../registry/public.ts';
 import { governedSql } from '../sql/public.ts';
 import { AnswerCache } from './answer-cache.ts';
 import { endpointCalls, endpointRunner } from './calls.ts';
+import { dryRunRoutes } from './dry-run-route.ts';
 import { DATA_KEY_PREFIX, KeyStore } from './key-store.ts';
 import { keepLookupsIndexed } from './lookup-indexes.ts';
 import { publishingMigrations } from './migrations.ts';
 import { apiServiceCalls } from './public.ts';
 import { apiServiceRoutes } from './routes.ts';
+import { serviceDocuments } from './service-openapi.ts';
 import { ServiceStore } from './service-store.ts';
 import { UsageRecorder } from './usage.ts';
 import { usageRoutes } from './usage-routes.ts';
@@ -40,7 +42,7 @@ export default definePlugin({
     const usage = new UsageStore(storage);
     const recorder = new UsageRecorder(usage, config.API_USAGE_FLUSH_MS, logger);
     ctx.onDispose(() => recorder.stop());
-    ctx.provideService(apiServiceCalls, { call: recorder.counted(endpointCalls({ services, keys, delegation, rateLimits, run, answers: new AnswerCache({ catalog, sql }) })) });
-    return { routes: [...apiServiceRoutes({ services, keys, catalog, projects: ctx.useService(projectCatalog), sql, models }), ...usageRoutes({ services, usage })] };
+    ctx.provideService(apiServiceCalls, { call: recorder.counted(endpointCalls({ services, keys, delegation, rateLimits, run, answers: new AnswerCache({ catalog, sql }) })), openapi: serviceDocuments({ services, keys, delegation, catalog, sql, models }) });
+    return { routes: [...apiServiceRoutes({ services, keys, catalog, projects: ctx.useService(projectCatalog), sql, models }), ...usageRoutes({ services, usage }), ...dryRunRoutes({ services, run })] };
   },
 });

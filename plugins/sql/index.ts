@@ -90,7 +90,7 @@ export default definePlugin({
 
     ctx.provideService(governedSql, {
       describe: async (query, orgId) => {
-        const { sql, datasets } = await prepare(query.sql, orgId, null);
+        const { sql, datasets } = await prepare(query.sql, orgId, null, query.unmasked);
         try {
           return await storage.describeGoverned({ sql, params: query.params ?? [], orgId, datasets, mask: PII_MASK, timeoutMs: query.timeout_ms ?? 30_000 });
         } catch (err) {

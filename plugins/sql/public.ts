@@ -34,9 +34,10 @@ export interface GovernedSql {
   run(query: GovernedQuery, orgId: number, principal: Principal, audit: RequestAudit): Promise<GovernedResult>;
   /**
    * The result columns of a query, without reading a row: the statement checked as `run` checks it
-   * (same refusals), each `$n` bound to `params`.
+   * (same refusals), each `$n` bound to `params`. With `unmasked`, the PII columns outside it are
+   * described as they read masked (text); without, nothing is masked.
    */
-  describe(query: Pick<GovernedQuery, 'sql' | 'params' | 'timeout_ms'>, orgId: number): Promise<DataColumn[]>;
+  describe(query: Pick<GovernedQuery, 'sql' | 'params' | 'timeout_ms' | 'unmasked'>, orgId: number): Promise<DataColumn[]>;
   /**
    * The datasets a query reads, as they are now (their versions: for caches keyed by the data),
    * the statement checked as `run` checks it (same refusals).

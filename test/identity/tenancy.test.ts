@@ -275,7 +275,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
   }
 
   /** Path parameters that are not ids: the value that names something real of A's resource. */
-  const NAMED_PARAMS: Record<string, string> = { action: 'send_message', column: 'label' };
+  const NAMED_PARAMS: Record<string, string> = { action: 'send_message', column: 'label', name: 'by-label' };
 
   /** The plugin whose switch A set (see seedDataPlaneOfA): the one a plugin id in a path names. */
   const PLUGIN_OF_A = 'workflow_webhook';
@@ -353,6 +353,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'POST /api/publishing/api-services': { project_id: projectA, name: `sweep-${tag}`, key: `sweep-${tag}`, endpoints: [{ name: 'l', kind: 'lookup', config: { dataset_id: datasetA, keys: ['label'] } }] },
       'PATCH /api/publishing/api-services/{id}': { name: `renamed-${tag}`, endpoints: [{ name: 'l', kind: 'lookup', config: { dataset_id: datasetA, keys: ['amount'] } }] },
       'POST /api/publishing/api-services/{id}/keys': { name: `sweep-${tag}` },
+      'POST /api/publishing/api-services/{id}/endpoints/{name}/test': { query: { label: 'x' } },
     };
     if (!(key in bodies)) throw new Error(`no body for ${key}: give the sweep one the route accepts`);
     return bodies[key];
@@ -537,6 +538,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
         'POST /api/publishing/api-services/{id}/keys',
         'GET /api/publishing/api-services/{id}/keys',
         'DELETE /api/publishing/api-services/{id}/keys/{key_id}',
+        'POST /api/publishing/api-services/{id}/endpoints/{name}/test',
       ]),
     );
   });
