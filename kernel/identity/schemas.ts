@@ -72,5 +72,16 @@ export const pathId = z
   .refine((id) => id > 0 && Number.isSafeInteger(id), 'must be a positive integer within the safe integer range')
   .meta({ type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER });
 
+/**
+ * A name people give a record and read back (an API Service, a key, a recipe, a job, a model):
+ * trimmed, 1 to 200 characters, no control character (it is shown in lists and logs).
+ */
+export const displayName = z
+  .string()
+  .trim()
+  .min(1)
+  .max(200)
+  .regex(/^[^\u0000-\u001f]*$/, 'must not hold control characters');
+
 /** Path parameters holding one id, typed by its name: `idParam('id')` parses to `{ id: number }`. */
 export const idParam = <K extends string>(name: K) => z.object({ [name]: pathId } as Record<K, typeof pathId>);

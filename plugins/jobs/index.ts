@@ -9,7 +9,7 @@ import { pipelineJobs } from './public.ts';
 
 const jobInput = z.object({
   project_id: z.number().int().positive(),
-  name: z.string().trim().min(1).max(200).regex(/^[^\u0000-\u001f]*$/, 'must not hold control characters'),
+  name: s.displayName,
   targets: z.array(z.number().int().positive().max(Number.MAX_SAFE_INTEGER)).min(1).max(100).describe('The datasets to build'),
   mode: z.enum(BUILD_MODES).default('build').describe('`build`: the recipes producing the targets; `build_required`: also every upstream recipe whose inputs changed since its last successful run; `force`: every upstream recipe'),
 });

@@ -1,4 +1,4 @@
-import { z } from '../../kernel/plugin-api.ts';
+import { identitySchemas as s, z } from '../../kernel/plugin-api.ts';
 
 const noControl = (max: number) => z.string().trim().min(1).max(max).regex(/^[^\u0000-\u001f]*$/, 'must not hold control characters');
 const id = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
@@ -6,7 +6,7 @@ const id = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 export const scenarioStep = z
   .object({
     type: z.string().min(1).max(100).describe('A step type offered here (GET /api/pipeline/step-types)'),
-    name: noControl(200).optional().describe('Defaults to the type'),
+    name: s.displayName.optional().describe('Defaults to the type'),
     params: z.record(z.string(), z.unknown()).default({}).describe("The step type's parameters, valid against its JSON Schema"),
     continue_on_failure: z.boolean().default(false).describe('When the step fails, the later steps still run (and the scenario does not fail for it)'),
   })
@@ -34,14 +34,14 @@ export const scenarioReporter = z
 
 export const scenarioInput = z.object({
   project_id: id,
-  name: noControl(200),
+  name: s.displayName,
   steps: z.array(scenarioStep).min(1).max(100),
   triggers: z.array(scenarioTrigger).max(20).default([]),
   reporters: z.array(scenarioReporter).max(20).default([]),
 });
 
 export const scenarioPatch = z.object({
-  name: noControl(200),
+  name: s.displayName,
   steps: z.array(scenarioStep).min(1).max(100),
   triggers: z.array(scenarioTrigger).max(20),
   reporters: z.array(scenarioReporter).max(20),

@@ -1,11 +1,11 @@
-import { z } from '../../kernel/plugin-api.ts';
+import { identitySchemas as s, z } from '../../kernel/plugin-api.ts';
 import { DATA_COLUMN_TYPES } from '../../storage/index.ts';
 
 const datasetIds = (max: number) => z.array(z.number().int().positive().max(Number.MAX_SAFE_INTEGER)).max(max);
 
 export const recipeInput = z.object({
   project_id: z.number().int().positive(),
-  name: z.string().trim().min(1).max(200).regex(/^[^\u0000-\u001f]*$/, 'must not hold control characters'),
+  name: s.displayName,
   type: z.string().min(1).max(100),
   inputs: datasetIds(100).describe('Dataset ids the recipe reads, in order (a join: left, then right)'),
   outputs: datasetIds(16).min(1).describe('Dataset ids the recipe writes, in order (a split: matching rows, then the rest); each is the output of no other recipe'),

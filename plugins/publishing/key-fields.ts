@@ -1,4 +1,4 @@
-import { problems, z } from '../../kernel/plugin-api.ts';
+import { identitySchemas as s, problems, z } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
 import { lookupDataset } from './endpoints.ts';
 import { MAX_INPUT_TEXT, notReservedName, RESERVED_NAME_MESSAGE, typedInput, type InputType } from './inputs.ts';
@@ -6,7 +6,7 @@ import type { KeyFields } from './key-store.ts';
 import type { ApiService } from './service-store.ts';
 
 export const keyInput = z.object({
-  name: z.string().trim().min(1).max(200).regex(/^[^\u0000-\u001f]*$/, 'must not hold control characters'),
+  name: s.displayName,
   allowed_endpoints: z.array(z.string().min(1).max(63)).min(1).max(50).nullable().default(null).describe('Endpoint names the key may call; null: all'),
   expires_at: z.iso.datetime({ offset: true }).nullable().default(null).describe('When the key stops working; null: never'),
   fixed_params: z

@@ -11,11 +11,10 @@ import { SERVICE_STATUSES, type ApiService, type ServiceStore } from './service-
 const serviceKey = z
   .string()
   .regex(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/, 'must be 1 to 63 lower-case letters, digits or -, not starting or ending with - (the URL segment of /api/service/{key}/…)');
-const serviceName = z.string().trim().min(1).max(200).regex(/^[^\u0000-\u001f]*$/, 'must not hold control characters');
 
 const serviceInput = z.object({
   project_id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
-  name: serviceName,
+  name: s.displayName,
   key: serviceKey.describe('The URL segment of /api/service/{key}/{endpoint}, unique on the platform'),
   endpoints: endpointsSchema,
 });

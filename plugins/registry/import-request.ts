@@ -1,11 +1,11 @@
 import busboy from 'busboy';
 import type { Context } from 'koa';
-import { fieldErrorsOf, HttpProblem, problems, z } from '../../kernel/plugin-api.ts';
+import { fieldErrorsOf, HttpProblem, identitySchemas as s, problems, z } from '../../kernel/plugin-api.ts';
 import { TASKS } from './algorithms.ts';
 import type { Feature } from './encoding.ts';
 import type { OnnxOutput } from './onnx-model.ts';
 
-const name = z.string().trim().min(1).max(200).regex(/^[^\u0000-\u001f]*$/, 'must not hold control characters');
+const name = s.displayName;
 
 const declaredFeatures = z.array(z.object({ name, type: z.enum(['integer', 'number', 'string', 'boolean']) }).strict()).min(1).max(200);
 const declaredOutput = z.object({ name: name.optional(), task: z.enum(TASKS), labels: z.array(name).min(1).max(10_000).optional() }).strict();

@@ -1,4 +1,4 @@
-import { z } from '../../kernel/plugin-api.ts';
+import { identitySchemas as s, z } from '../../kernel/plugin-api.ts';
 import { runSchema } from '../pipeline/public.ts';
 import { ALGORITHMS, TASKS } from './algorithms.ts';
 
@@ -12,7 +12,7 @@ const text = (max: number) =>
 
 export const trainInput = z.object({
   project_id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
-  name: text(200).describe('The model: a new version of the project\u2019s model of that name, the model created with it when there is none'),
+  name: s.displayName.describe('The model: a new version of the project\u2019s model of that name, the model created with it when there is none'),
   dataset_id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER).describe('The dataset trained on, read with the caller\u2019s rights (row policies apply)'),
   target: text(200).describe('The column predicted'),
   features: z.array(text(200)).min(1).max(200).describe('The columns it is predicted from: integer and number columns, string and boolean ones one-hot encoded'),
@@ -53,7 +53,7 @@ export const versionSchema = z
 
 export const importedModelInput = z.object({
   project_id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
-  name: text(200).describe('Unique in the project'),
+  name: s.displayName.describe('Unique in the project'),
   task: z.enum(TASKS),
 });
 

@@ -129,6 +129,33 @@ describe.each(DIALECTS)('API Services, review fixes (%s)', (dialect) => {
     });
   });
 
+  describe('display names (one schema: trimmed, 1 to 200 characters, no control character)', () => {
+    it('refuses the same names on every route naming a record, and trims the rest', async () => {
+      const svc = await service('named', [{ name: 'f', kind: 'function', config: {} }]);
+      expect(svc.status, svc.text).toBe(201);
+      await publish(svc.body.id);
+      const out = await emptyDataset(t, project, 'named_out');
+      const routes: [string, Record<string, unknown>][] = [
+        [BASE, { project_id: project, key: 'named-2', endpoints: [{ name: 'f', kind: 'function', config: {} }] }],
+        [`${BASE}/${svc.body.id}/keys`, {}],
+        ['/api/registry/imported-models', { project_id: project, task: 'classification' }],
+        ['/api/registry/models', { project_id: project, dataset_id: iris, target: 'species', features: ['sepal_length'], task: 'classification', algorithm: 'decision_tree', params: {}, test_ratio: 0.2, seed: 1 }],
+        ['/api/pipeline/recipes', { project_id: project, type: 'predict', inputs: [iris], outputs: [out], params: { model_id: model } }],
+        ['/api/pipeline/jobs', { project_id: project, targets: [out] }],
+        ['/api/pipeline/scenarios', { project_id: project, steps: [{ type: 'build', params: { datasets: [out] } }] }],
+      ];
+      for (const [path, body] of routes) {
+        for (const name of ['   ', 'tab\there', 'esc\u001bape', 'x'.repeat(201), 42]) {
+          expectField(await t.request('POST', path, { body: { ...body, name } }), 400, 'body.name');
+        }
+      }
+      const named = await t.request('POST', '/api/registry/imported-models', { body: { project_id: project, task: 'regression', name: '  Padded \u00e9t\u00e9  ' } });
+      expect([named.status, named.body.name], named.text).toEqual([201, 'Padded \u00e9t\u00e9']);
+      const key = await t.request('POST', `${BASE}/${svc.body.id}/keys`, { body: { name: ` ${'k'.repeat(200)} ` } });
+      expect([key.status, key.body.name], key.text).toEqual([201, 'k'.repeat(200)]);
+    });
+  });
+
   describe('a JSON body holding __proto__', () => {
     it('is a 400 naming each such key, on the service path and on any route', async () => {
       const created = await service('proto', [{ name: 'score', kind: 'model', config: { model_id: model } }]);
