@@ -27,7 +27,7 @@ export async function impactOf(reader: LineageReader, sources: Iterable<Consumer
   const read: DatasetColumns[] = [{ dataset_id: datasetId, columns: asked }, ...datasets.map(({ dataset_id, columns: names }) => ({ dataset_id, columns: names }))];
   // Each consumer as the contract has it (a contributor's extra fields are not passed on), with who reported it.
   const reported = async ({ pluginId, source }: ConsumerSource) =>
-    (await source(orgId, read)).map(({ kind, id, name, dataset_id, columns: names }) => ({ kind, id, name, plugin_id: pluginId, dataset_id, columns: names }));
+    (await source(orgId, read)).map(({ kind, id, name, dataset_id, columns: names, details }) => ({ kind, id, name, plugin_id: pluginId, dataset_id, columns: names, ...(details ? { details } : {}) }));
   const consumers = (await Promise.all([...sources].map(reported))).flat();
   return { dataset_id: datasetId, columns: asked, datasets, recipes, jobs: consumers.filter((c) => c.kind === 'job'), consumers };
 }

@@ -19,6 +19,8 @@ export interface LineageConsumer {
   dataset_id: number;
   /** The columns of `dataset_id` it reads among those asked about. */
   columns: string[];
+  /** What else names it, as its plugin describes it (an API Service endpoint: its service, key, endpoint and status). */
+  details?: Record<string, string | number | boolean | null>;
 }
 
 /**

@@ -63,6 +63,10 @@ const consumerSchema = z
     plugin_id: z.string().describe('The plugin that reported it'),
     dataset_id: z.number().int(),
     columns: z.array(z.string()),
+    details: z
+      .record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null()]))
+      .optional()
+      .describe('What else names it, as its plugin says (an `api_service_endpoint`: service_id, key, endpoint, status)'),
   })
   .meta({ id: 'LineageConsumer' });
 

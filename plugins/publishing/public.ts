@@ -1,5 +1,8 @@
-/** The publishing plugin's public contract: what the service path's router (api_service) calls. */
-import { pluginServiceRef } from '../../kernel/plugin-api.ts';
+/**
+ * The publishing plugin's public contract: what the service path's router (api_service) calls, and
+ * the registry of published assets other plugins add theirs to.
+ */
+import { defineExtensionPoint, pluginServiceRef, z, type Principal } from '../../kernel/plugin-api.ts';
 import type { EndpointCall } from './calls.ts';
 
 export type { EndpointCall } from './calls.ts';
@@ -16,3 +19,37 @@ export interface ApiServiceCalls {
 }
 
 export const apiServiceCalls = pluginServiceRef<ApiServiceCalls>('publishing.calls');
+
+/** One published asset of an organization, as `GET /api/publishing/assets` lists it. */
+export interface PublishedAsset {
+  asset_type: string;
+  id: number;
+  name: string;
+  project_id: number;
+  /** The asset's own status (`published` for an API Service listed here). */
+  status: string;
+  /** The user who published it. */
+  published_by: number | null;
+  published_at: string;
+  /** Where a client reaches it. */
+  url: string;
+}
+
+/**
+ * A kind of published asset (API Services, dashboards…): the organization's published assets of
+ * that type. `principal` is the caller, for a source that shows each caller only what they may see.
+ */
+export interface PublishedAssetSource {
+  asset_type: string;
+  list(orgId: number, principal?: Principal): Promise<PublishedAsset[]>;
+}
+
+/** Checked: one source per asset type; from code only (a manifest cannot hold the function). */
+export const publishedAssets = defineExtensionPoint<PublishedAssetSource>({
+  id: 'publishing.assets',
+  schema: z.object({
+    asset_type: z.string().regex(/^[a-z][a-z0-9_]{0,62}$/, 'must be 1 to 63 lower-case letters, digits or _, starting with a letter'),
+    list: z.custom<PublishedAssetSource['list']>((value) => typeof value === 'function', 'must be a function (orgId, principal?) => Promise<assets>'),
+  }),
+  key: (source) => source.asset_type,
+});

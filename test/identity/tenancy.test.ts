@@ -300,6 +300,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'GET /api/pipeline/scenarios': `?project_id=${projectA}`,
       'GET /api/dbt/imports': `?project_id=${projectA}`,
       'GET /api/registry/models': `?project_id=${projectA}`,
+      'GET /api/publishing/assets': `?project_id=${projectA}`,
     };
     return queries[`${m.route.method.toUpperCase()} ${m.path}`] ?? '';
   }
@@ -539,6 +540,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
         'GET /api/publishing/api-services/{id}/keys',
         'DELETE /api/publishing/api-services/{id}/keys/{key_id}',
         'POST /api/publishing/api-services/{id}/endpoints/{name}/test',
+        'GET /api/publishing/assets',
       ]),
     );
   });
