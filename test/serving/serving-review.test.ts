@@ -114,6 +114,35 @@ describe.each(DIALECTS)('API Services, review fixes (%s)', (dialect) => {
     });
   });
 
+  describe('DataTables.index', () => {
+    it('moves an index name left on a replaced table to the table asked, and builds again an index left invalid', async () => {
+      const { db, dataTables } = t.kernel.storage;
+      const orgId = 1;
+      const tableOfIndex = async (name: string) => {
+        const { rows } =
+          dialect === 'postgres'
+            ? await sql<{ table: string; valid: boolean }>`select t.relname as table, x.indisvalid as valid from pg_index x join pg_class i on i.oid = x.indexrelid join pg_class t on t.oid = x.indrelid where i.relname = ${name}`.execute(db)
+            : await sql<{ table: string; valid: boolean }>`select tbl_name as "table", 1 as valid from sqlite_master where type = 'index' and name = ${name}`.execute(db);
+        return rows.map((r) => ({ table: r.table.replace(/^org_\d+__/, ''), valid: Boolean(r.valid) }));
+      };
+      for (const table of ['review_old', 'review_new']) await dataTables.create(db, orgId, table, [{ name: 'k', type: 'string' }]);
+      await dataTables.index(db, orgId, 'review_old', 'ix_review_k', ['k']);
+      expect(await tableOfIndex('ix_review_k')).toEqual([{ table: 'review_old', valid: true }]);
+      await dataTables.index(db, orgId, 'review_new', 'ix_review_k', ['k']);
+      expect(await tableOfIndex('ix_review_k')).toEqual([{ table: 'review_new', valid: true }]);
+      if (dialect === 'postgres') {
+        // A unique build over duplicates fails, leaving its index invalid: asked again, it is built anew.
+        await sql`insert into ${dataTables.ref(orgId, 'review_new')} (k) values ('x'), ('x')`.execute(db);
+        await expect(sql`create unique index concurrently ix_review_bad on ${dataTables.ref(orgId, 'review_new')} (k)`.execute(db)).rejects.toThrow(/duplicate|unique/i);
+        expect(await tableOfIndex('ix_review_bad')).toEqual([{ table: 'review_new', valid: false }]);
+        await dataTables.index(db, orgId, 'review_new', 'ix_review_bad', ['k']);
+        expect(await tableOfIndex('ix_review_bad')).toEqual([{ table: 'review_new', valid: true }]);
+        await expect(db.transaction().execute((trx) => dataTables.index(trx, orgId, 'review_new', 'ix_review_k', ['k']))).rejects.toThrow(/transaction/);
+      }
+      for (const table of ['review_old', 'review_new']) await dataTables.drop(db, orgId, table);
+    });
+  });
+
   describe('imported model versions', () => {
     it('store no dataset: dataset_id and dataset_version are null, in the API and the database', async () => {
       const versions = await t.request('GET', `/api/registry/models/${model}/versions`);
