@@ -142,6 +142,9 @@ export const createPostgresDataTables = (pool: pg.Pool, claims: PostgresTableCla
   async discard(db, orgId, table) {
     await this.drop(db, orgId, table);
   },
+  async analyze(db, orgId, table) {
+    await sql`analyze ${sql.id(schema(orgId), table)}`.execute(db);
+  },
   async rename(db, orgId, from, to) {
     await underNamespaceLock(db, orgId, (trx) => sql`alter table ${sql.id(schema(orgId), from)} rename to ${sql.id(to)}`.execute(trx));
   },

@@ -54,6 +54,7 @@ export const createSqliteDataTables = (database: Database.Database, dropElsewher
     await sql`drop table if exists ${sql.id(physical(orgId, table))}`.execute(db);
   },
   discard: (_db, orgId, table) => dropElsewhere(orgId, physical(orgId, table)),
+  analyze: async () => undefined,
   async rename(db, orgId, from, to) {
     // Legacy renaming: no trigger or view refers to a dataset table, and the modern one re-reads
     // and checks the whole schema, whose size follows the number of datasets (2 ms instead of

@@ -31,6 +31,13 @@ export interface DataTables {
    * never on the event loop.
    */
   discard(db: Kysely<any>, orgId: number, table: string): Promise<void>;
+  /**
+   * Brings the planner's statistics of a table just filled up to date, so that its first queries
+   * get the plan its data calls for (Postgres has none for a new table until autovacuum comes by,
+   * and guesses: a lookup by an indexed column could scan the table in row order instead). SQLite
+   * plans from its indexes alone: nothing to do there.
+   */
+  analyze(db: Kysely<any>, orgId: number, table: string): Promise<void>;
   /** Renames `from` to `to` within the organization's namespace. */
   rename(db: Kysely<any>, orgId: number, from: string, to: string): Promise<void>;
   /**

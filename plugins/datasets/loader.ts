@@ -26,6 +26,9 @@ function withMetadata(columns: StagedTarget['columns'], previous: DatasetColumn[
   });
 }
 
+/** Whether a load's staging table becomes the dataset's table (else its rows are appended): a dataset without columns yet takes it whole, whatever the mode. */
+const swapsIn = (dataset: Dataset, mode: LoadMode) => mode === 'replace' || dataset.columns.length === 0;
+
 /** One dataset a staged change replaces (or appends to): its new columns, each may be flagged PII. */
 export interface StagedTarget {
   dataset: Dataset;
@@ -93,6 +96,8 @@ export class DatasetLoader {
     try {
       for (const [i, { dataset, columns }] of targets.entries()) await dataTables.create(db, dataset.org_id, staging[i], columns);
       const rows = await fill(staging);
+      // A table swapped in is queried at once: its statistics first (an appended one is only copied from).
+      for (const [i, { dataset }] of targets.entries()) if (swapsIn(dataset, mode)) await dataTables.analyze(db, dataset.org_id, staging[i]);
       const unused = await this.storage.transaction(async (trx) => {
         const tables: string[] = [];
         for (const [i, target] of targets.entries()) tables.push(await this.swapIn(trx, target, staging[i], rows[i], mode));
@@ -113,8 +118,7 @@ export class DatasetLoader {
   private async swapIn(trx: Transaction<any>, { dataset, columns }: StagedTarget, staging: string, loaded: number, mode: LoadMode): Promise<string> {
     const { dataTables } = this.storage;
     const orgId = dataset.org_id;
-    // A dataset without columns yet takes the staged table whole, whatever the mode.
-    const swap = mode === 'replace' || dataset.columns.length === 0;
+    const swap = swapsIn(dataset, mode);
     // Descriptions and PII flags as they are now: someone may have changed them while the rows were staged.
     const current = swap ? await this.currentColumns(trx, dataset.id) : [];
     let unused = staging;

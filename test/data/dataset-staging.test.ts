@@ -39,6 +39,18 @@ describe.each(DIALECTS)('staging tables of uploads cut short (%s)', (dialect) =>
     expect((await t.request('GET', `/api/datasets/${id}/rows?limit=10`)).body.rows.map((r: { n: number }) => r.n)).toEqual([1, 2, 3]);
   });
 
+  it.runIf(dialect === 'postgres')('swaps in a table the planner has statistics of (pg_stats), so its first queries are planned for its data', async () => {
+    const project = await t.request('POST', '/api/projects', { body: { key: 'STATS', name: 'Statistics' } });
+    const created = await t.request('POST', '/api/datasets', { body: { name: 'analyzed', project_id: project.body.id, columns: [{ name: 'n', type: 'integer' }] } });
+    const id = created.body.id as number;
+    const upload = await t.request('POST', `/api/datasets/${id}/data?mode=replace`, { body: `n\n${Array.from({ length: 20_000 }, (_, i) => i).join('\n')}\n`, headers: { 'content-type': 'text/csv' } });
+    expect(upload.status, upload.text).toBe(200);
+    const { db } = t.kernel.storage;
+    const { table_name: table } = await db.selectFrom('datasets').select('table_name').where('id', '=', id).executeTakeFirstOrThrow();
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stats where schemaname = 'org_1' and tablename = ${table} and attname = 'n'`.execute(db);
+    expect(rows[0].n).toBe(1);
+  });
+
   it('start-up drops a killed upload\u2019s staging table, keeps a live upload\u2019s, and leaves the dataset intact', async () => {
     const project = await t.request('POST', '/api/projects', { body: { key: 'STAGE', name: 'Staging' } });
     const columns = [
