@@ -280,6 +280,7 @@ export { apiKeyAuthenticators, type ApiKeyAuthenticator, type ApiKeyGrant, type 
 export type { RateBudget, RateLimits } from './rate-limit/rate-limits.ts';
 export { fieldErrorsOf, HttpProblem, problems, type FieldError } from './problem.ts';
 export { beforeIdCursor, pageCursor } from './page-cursor.ts';
+export { ChangeCountedCache } from './change-counted-cache.ts';
 export type { AuditEvent, RequestAudit } from './audit/audit-service.ts';
 export * as identitySchemas from './identity/schemas.ts';
 export { toPublicUser, type UserRow, type PublicUser } from './identity/users.ts';

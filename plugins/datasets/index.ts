@@ -1,4 +1,4 @@
-import { actingUser, definePlugin, fieldErrorsOf, kernelServices, problems } from '../../kernel/plugin-api.ts';
+import { actingUser, ChangeCountedCache, definePlugin, fieldErrorsOf, kernelServices, problems } from '../../kernel/plugin-api.ts';
 import { projectCatalog, projectDeleteGuards } from '../projects/public.ts';
 import { contractRoutes } from './contract-routes.ts';
 import { policyRoutes } from './policy-routes.ts';
@@ -9,11 +9,18 @@ import { DatasetStore, type Dataset, type NewDataset } from './dataset-store.ts'
 import { columnLookup, compileFilter } from './filters.ts';
 import { DatasetLoader, type StagedTarget } from './loader.ts';
 import { indexColumns } from './lookup-index.ts';
-import { datasetMigrations } from './migrations.ts';
+import { DATASETS_COUNTER, datasetMigrations } from './migrations.ts';
 import { datasetRoutes, parseUploadLimit } from './routes.ts';
 import { rowsReader, rowsStreamer, seesPii } from './rows-query.ts';
 import { parseJsonValue } from './values.ts';
 import { newDatasetInput } from './schemas.ts';
+
+/** A dataset shared by every caller of the catalog's cache: nobody changes it under the others. */
+function frozen(dataset: Dataset): Dataset {
+  for (const column of dataset.columns) Object.freeze(column);
+  Object.freeze(dataset.columns);
+  return Object.freeze(dataset);
+}
 
 /** The `datasets` router: datasets as real tables, CSV and JSON ingest, row queries, export, schema contracts. */
 export default definePlugin({
@@ -34,8 +41,10 @@ export default definePlugin({
     const readRows = rowsReader(storage, store, policies, config.SQL_MAX_RESULT_BYTES);
     const removeDataset = (orgId: number, id: number) =>
       store.remove(orgId, id, (trx, doomed) => events.publish({ type: DATASET_DELETED, orgId, payload: { dataset_id: doomed.id, name: doomed.name } satisfies DatasetDeletedEvent }, trx));
+    // Other plugins' reads of a dataset (a service call's, say) come from memory until the datasets table changes.
+    const known = new ChangeCountedCache<string, Dataset>(storage, DATASETS_COUNTER);
     ctx.provideService(datasetCatalog, {
-      get: (orgId, id) => store.get(orgId, id),
+      get: (orgId, id) => known.get(`${orgId}:${id}`, async () => frozen(await store.get(orgId, id))),
       // The route's own body schema: a plugin creating a dataset meets the checks a client meets.
       create: async (orgId, projectId, input, principal) => {
         const parsed = newDatasetInput.safeParse({ ...input, project_id: projectId });

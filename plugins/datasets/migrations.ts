@@ -4,6 +4,8 @@ import type { Migration } from '../../storage/index.ts';
 /** The datasets plugin's catalog table; dataset contents live in tables of their own. */
 /** Bumped by the database with every change of row policies (plugins/datasets/row-policies.ts). */
 export const ROW_POLICIES_COUNTER = 'row_policies';
+/** Bumped by any change of the datasets table: the catalog's `get` serves from memory while it stays. */
+export const DATASETS_COUNTER = 'datasets';
 
 export const datasetMigrations: Record<string, Migration> = {
   '2026-11-22T0200_datasets': {
@@ -73,6 +75,14 @@ export const datasetMigrations: Record<string, Migration> = {
     },
     async down({ db, storage }) {
       await storage.untrackChanges(db, ROW_POLICIES_COUNTER, [{ table: 'row_policies' }]);
+    },
+  },
+  '2026-11-28T0000_datasets_change_counter': {
+    async up({ db, storage }) {
+      await storage.trackChanges(db, DATASETS_COUNTER, [{ table: 'datasets' }]);
+    },
+    async down({ db, storage }) {
+      await storage.untrackChanges(db, DATASETS_COUNTER, [{ table: 'datasets' }]);
     },
   },
 };

@@ -72,7 +72,7 @@ export type KeyedService = { service: ApiService & { publisher: StoredActor }; k
 export async function serviceOfKey(deps: Pick<CallDeps, 'services' | 'keys'>, serviceKey: string, principal: ApiKeyPrincipal): Promise<KeyedService> {
   const service = await deps.services.byKey(serviceKey);
   if (!service || service.status !== 'published' || service.org_id !== principal.orgId || service.publisher === null) throw problems.notFound(`no published API Service "${serviceKey}"`);
-  const key = await deps.keys.get(principal.orgId, Number(principal.keyId));
+  const key = await deps.keys.callerOf(principal.orgId, Number(principal.keyId));
   if (!key || key.service_id !== service.id) throw problems.forbidden(`this API key belongs to another API Service than "${serviceKey}"`);
   // A key reads with its minter's rights only: published again by someone else, the service would
   // lend the new publisher's rights to keys that user never handed out.

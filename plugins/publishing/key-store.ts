@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
-import { problems, type ApiKeyGrant } from '../../kernel/plugin-api.ts';
+import { ChangeCountedCache, problems, type ApiKeyGrant } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
+import { PUBLISHING_COUNTER } from './migrations.ts';
 
 /** Every data API key starts with it (spec §5.14), so the kernel offers it to this plugin's authenticator alone. */
 export const DATA_KEY_PREFIX = 'dpk_';
@@ -42,10 +43,18 @@ export interface KeyRecord extends DataKey {
  * for PATs); the secret is answered once, at mint.
  */
 export class KeyStore {
+  private readonly byHash: ChangeCountedCache<string, KeyRecord | null>;
+  private readonly byId: ChangeCountedCache<string, KeyRecord | undefined>;
+  /** When this instance last stamped each key's last_used_at (the cached record's value ages). */
+  private readonly stampedAt = new Map<number, number>();
+
   constructor(
     private readonly storage: Storage,
     private readonly hmac: (secret: string) => string,
-  ) {}
+  ) {
+    this.byHash = new ChangeCountedCache(storage, PUBLISHING_COUNTER);
+    this.byId = new ChangeCountedCache(storage, PUBLISHING_COUNTER);
+  }
 
   private decode(row: Record<string, any>): KeyRecord {
     const expired = row.expires_at !== null && Date.parse(row.expires_at) <= Date.now();
@@ -99,6 +108,11 @@ export class KeyStore {
     return row && this.decode(row);
   }
 
+  /** The key as a call sees it (from memory until services or keys change): what it may call, with which locked inputs. */
+  callerOf(orgId: number, id: number): Promise<KeyRecord | undefined> {
+    return this.byId.get(`${orgId}:${id}`, () => this.get(orgId, id));
+  }
+
   /** Revokes the key; `revokedNow` is false when it already was. */
   async revoke(orgId: number, serviceId: number, id: number): Promise<{ key: KeyRecord; revokedNow: boolean }> {
     const found = await this.get(orgId, id);
@@ -108,14 +122,23 @@ export class KeyStore {
     return { key: (await this.get(orgId, id))!, revokedNow: true };
   }
 
-  /** The grant of an active key (stamping its use), or null for an unknown, revoked or expired one. */
+  /**
+   * The grant of an active key (stamping its use), or null for an unknown, revoked or expired one.
+   * Keys are read from memory until services or keys change (a revocation moves the counter: the
+   * next call is refused on every instance); expiry is checked on every call.
+   */
   async authenticate(secret: string): Promise<ApiKeyGrant | null> {
-    const row = await this.storage.db.selectFrom('publishing_keys').selectAll().where('key_hash', '=', this.hmac(secret)).executeTakeFirst();
-    if (!row) return null;
-    const key = this.decode(row);
-    if (key.state !== 'active') return null;
+    const hash = this.hmac(secret);
+    const key = await this.byHash.get(hash, async () => {
+      const row = await this.storage.db.selectFrom('publishing_keys').selectAll().where('key_hash', '=', hash).executeTakeFirst();
+      return row ? this.decode(row) : null;
+    });
+    if (!key || key.revoked_at !== null) return null;
     const now = Date.now();
-    if (key.last_used_at === null || Date.parse(key.last_used_at) < now - LAST_USED_RESOLUTION_MS) {
+    if (key.expires_at !== null && Date.parse(key.expires_at) <= now) return null;
+    const stamped = this.stampedAt.get(key.id) ?? (key.last_used_at === null ? 0 : Date.parse(key.last_used_at));
+    if (stamped < now - LAST_USED_RESOLUTION_MS) {
+      this.stampedAt.set(key.id, now);
       await this.storage.db.updateTable('publishing_keys').set({ last_used_at: new Date(now).toISOString() }).where('id', '=', key.id).execute();
     }
     // A key carries no capability: what it may call is its service's endpoints, checked by the service path.

@@ -1,5 +1,13 @@
 import type { Migration } from '../../storage/index.ts';
 
+/** The change counter of what a call of the service path reads: services and keys. */
+export const PUBLISHING_COUNTER = 'publishing';
+
+const PUBLISHING_TRACKED = [
+  { table: 'publishing_services' },
+  { table: 'publishing_keys', columns: ['org_id', 'service_id', 'name', 'key_hash', 'key_prefix', 'allowed_endpoints', 'fixed_params', 'rate_limit_per_min', 'expires_at', 'created_by', 'revoked_at'] },
+];
+
 /** API Services and their data API keys. Frozen: never import current code here. */
 export const publishingMigrations: Record<string, Migration> = {
   '2026-11-27T2000_publishing': {
@@ -73,6 +81,16 @@ export const publishingMigrations: Record<string, Migration> = {
     },
     async down({ db }) {
       await db.schema.dropTable('publishing_usage').execute();
+    },
+  },
+  '2026-11-28T0000_publishing_change_counter': {
+    // Services and keys as calls see them are kept in memory until this counter moves; a key's
+    // last_used_at (stamped as it is used) is no change of what a call may do.
+    async up({ db, storage }) {
+      await storage.trackChanges(db, PUBLISHING_COUNTER, PUBLISHING_TRACKED);
+    },
+    async down({ db, storage }) {
+      await storage.untrackChanges(db, PUBLISHING_COUNTER, PUBLISHING_TRACKED);
     },
   },
 };

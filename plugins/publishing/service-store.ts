@@ -1,6 +1,7 @@
-import { problems, type StoredActor } from '../../kernel/plugin-api.ts';
+import { ChangeCountedCache, problems, type StoredActor } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import type { Endpoint } from './endpoints.ts';
+import { PUBLISHING_COUNTER } from './migrations.ts';
 
 export const SERVICE_STATUSES = ['draft', 'published', 'unpublished'] as const;
 export type ServiceStatus = (typeof SERVICE_STATUSES)[number];
@@ -25,7 +26,11 @@ export type ServiceFields = Pick<ApiService, 'project_id' | 'name' | 'key' | 'en
 
 /** API Services: one organization's at a time, and any by its platform-wide key for the service path. */
 export class ServiceStore {
-  constructor(private readonly storage: Storage) {}
+  private readonly byKeyKnown: ChangeCountedCache<string, ApiService | undefined>;
+
+  constructor(private readonly storage: Storage) {
+    this.byKeyKnown = new ChangeCountedCache(storage, PUBLISHING_COUNTER);
+  }
 
   private decode(row: Record<string, any>): ApiService {
     const { published_by, published_scopes, ...rest } = row;
@@ -80,10 +85,12 @@ export class ServiceStore {
     return Number(row.n);
   }
 
-  /** The service a call names by its key, whatever its organization or status. */
-  async byKey(key: string): Promise<ApiService | undefined> {
-    const row = await this.storage.db.selectFrom('publishing_services').selectAll().where('key', '=', key).executeTakeFirst();
-    return row && this.decode(row);
+  /** The service a call names by its key, whatever its organization or status (from memory until services or keys change). */
+  byKey(key: string): Promise<ApiService | undefined> {
+    return this.byKeyKnown.get(key, async () => {
+      const row = await this.storage.db.selectFrom('publishing_services').selectAll().where('key', '=', key).executeTakeFirst();
+      return row && this.decode(row);
+    });
   }
 
   /** Changes the fields given; `publisher` when the endpoints of a published service change (they read with the changer's rights). */

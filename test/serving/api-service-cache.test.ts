@@ -6,7 +6,7 @@ const BASE = '/api/publishing/api-services';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * Cached answers of API Service endpoints (`cache_ttl_s`). A cached answer is told apart from a
+ * Cached answers of API Service endpoints (`cache_ttl_s`), and the services and keys calls keep in memory. A cached answer is told apart from a
  * fresh one by writing to the dataset's table behind the platform's back (its version unchanged):
  * a fresh answer sees that write, a cached one does not.
  */
@@ -108,6 +108,18 @@ describe.each(DIALECTS)('API Service answer cache (%s)', (dialect) => {
     expect(await ids()).toEqual([1]);
     expect((await t.request('DELETE', `/api/datasets/${datasetId}/row-policies/${policy.body.id}`)).status).toBe(204);
     expect(await ids()).toEqual([1, 3, 4]);
+  });
+
+  it('keeps keys and services in memory between calls, yet refuses a key the moment it expires and a service the moment it is unpublished', async () => {
+    const { id, secret } = await service('expiring-keys', lookup(0));
+    const minted = await t.request('POST', `${BASE}/${id}/keys`, { body: { name: 'short', expires_at: new Date(Date.now() + 1500).toISOString() } });
+    expect(minted.status, minted.text).toBe(201);
+    expect((await call('expiring-keys', 'customer', minted.body.key, 'id=1')).status).toBe(200);
+    await sleep(1600);
+    expect((await call('expiring-keys', 'customer', minted.body.key, 'id=1')).status).toBe(401);
+    expect((await call('expiring-keys', 'customer', secret, 'id=1')).status).toBe(200);
+    expect((await t.request('POST', `${BASE}/${id}/unpublish`)).status).toBe(200);
+    expect((await call('expiring-keys', 'customer', secret, 'id=1')).status).toBe(404);
   });
 
   it('refuses a cache_ttl_s that is no whole number of seconds from 0 to 86400, naming it', async () => {
