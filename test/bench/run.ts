@@ -21,6 +21,7 @@ import { DIALECTS, type DialectName } from '../harness/dialects.ts';
 import { benchLongReads, longReadRows, type LongReadFigures } from './long-reads.ts';
 import { benchBackgroundWork } from './background-work.ts';
 import { benchPipeline, pipelineRows, writeCopyRecipeType, type PipelineFigures } from './pipeline.ts';
+import { benchServing, servingRows, type ServingFigures } from './serving.ts';
 import { benchScheduler, type SchedulerFigures } from './scheduler.ts';
 import { benchDbt, dbtRows, type DbtFigures } from './dbt.ts';
 import { benchScenario, type ScenarioFigures } from './scenario.ts';
@@ -43,6 +44,17 @@ const ONLY_SCHEDULER = process.env.BENCH_ONLY === 'scheduler';
 const ONLY_DBT = process.env.BENCH_ONLY === 'dbt';
 /** BENCH_ONLY=scenario measures only a scenario's overhead per step (test/bench/scenario.ts). */
 const ONLY_SCENARIO = process.env.BENCH_ONLY === 'scenario';
+/** BENCH_SERVING=0 skips the serving figures (test/bench/serving.ts); BENCH_ONLY=serving measures only them. */
+const SERVING = process.env.BENCH_SERVING !== '0';
+const ONLY_SERVING = process.env.BENCH_ONLY === 'serving';
+
+/** A BENCH_ONLY run's end: its figures written to test/bench/results/<part>.json, the scratch directory removed. */
+function writeOnly(part: string, figures: unknown, work: string): void {
+  const out = path.join(REPO_ROOT, `test/bench/results/${part}.json`);
+  fs.writeFileSync(out, `${JSON.stringify({ measured_at: new Date().toISOString(), machine: { cpus: os.cpus().length, node: process.version }, [part]: figures }, null, 2)}\n`);
+  console.log(`results written to ${path.relative(REPO_ROOT, out)}`);
+  fs.rmSync(work, { recursive: true, force: true });
+}
 
 async function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -194,6 +206,31 @@ async function pipelineOnEach(work: string, manifests: string) {
   return figures;
 }
 
+/** The serving figures (serving.ts) of a kernel process on a scratch database of `dialect`, against a bare Koa process. */
+async function servingOn(dialect: DialectName, work: string, manifests: string): Promise<ServingFigures> {
+  const database = await createScratchDatabase(dialect, work);
+  const [port, koaPort] = [await freePort(), await freePort()];
+  const env = kernelEnv({ PORT: String(port), DATABASE_URL: database.url, DATA_DIR: path.join(work, `data-serving-${dialect}`), MANIFESTS_DIR: manifests });
+  const [server, koa] = await Promise.all([startProcess(['kernel/main.ts'], env, /listening/), startProcess(['test/bench/hello-koa.ts', String(koaPort)], {}, /ready/)]);
+  try {
+    const base = `http://127.0.0.1:${port}`;
+    return await benchServing(dialect, { base, databaseUrl: database.url }, (await credentials(base)).jwt, `http://127.0.0.1:${koaPort}/`);
+  } finally {
+    await Promise.all([stopProcess(server), stopProcess(koa)]);
+    await database.drop();
+  }
+}
+
+/** The serving figures on each adapter, each printed as it ends. */
+async function servingOnEach(work: string, manifests: string) {
+  const figures: ServingFigures[] = [];
+  for (const dialect of DIALECTS) {
+    figures.push(await servingOn(dialect, work, manifests));
+    console.table(servingRows(figures.at(-1)!));
+  }
+  return figures;
+}
+
 /** The dbt import figures on each adapter, each printed as it ends. */
 async function dbtOnEach(work: string, manifests: string): Promise<DbtFigures[]> {
   const figures: DbtFigures[] = [];
@@ -322,39 +359,12 @@ async function main() {
   writeManifest(manifests, { id: 'probe', router: { prefix: '/api/probe', tag: 'probe' } }, 'probe');
   const manifestCount = fs.readdirSync(manifests).length;
 
-  if (ONLY_DBT) {
-    const dbt = await dbtOnEach(work, manifests);
-    const out = path.join(REPO_ROOT, 'test/bench/results/dbt.json');
-    fs.writeFileSync(out, `${JSON.stringify({ measured_at: new Date().toISOString(), machine: { cpus: os.cpus().length, node: process.version }, dbt }, null, 2)}\n`);
-    console.log(`results written to ${path.relative(REPO_ROOT, out)}`);
-    fs.rmSync(work, { recursive: true, force: true });
-    return;
-  }
+  if (ONLY_DBT) return writeOnly('dbt', await dbtOnEach(work, manifests), work);
 
-  if (ONLY_PIPELINE) {
-    const pipeline = await pipelineOnEach(work, manifests);
-    const out = path.join(REPO_ROOT, 'test/bench/results/pipeline.json');
-    fs.writeFileSync(out, `${JSON.stringify({ measured_at: new Date().toISOString(), machine: { cpus: os.cpus().length, node: process.version }, pipeline }, null, 2)}\n`);
-    console.log(`results written to ${path.relative(REPO_ROOT, out)}`);
-    fs.rmSync(work, { recursive: true, force: true });
-    return;
-  }
-  if (ONLY_SCENARIO) {
-    const scenario = await scenarioOnEach(work, manifests);
-    const out = path.join(REPO_ROOT, 'test/bench/results/scenario.json');
-    fs.writeFileSync(out, `${JSON.stringify({ measured_at: new Date().toISOString(), machine: { cpus: os.cpus().length, node: process.version }, scenario }, null, 2)}\n`);
-    console.log(`results written to ${path.relative(REPO_ROOT, out)}`);
-    fs.rmSync(work, { recursive: true, force: true });
-    return;
-  }
-  if (ONLY_SCHEDULER) {
-    const scheduler = await schedulerOnEach(work, manifests);
-    const out = path.join(REPO_ROOT, 'test/bench/results/scheduler.json');
-    fs.writeFileSync(out, `${JSON.stringify({ measured_at: new Date().toISOString(), machine: { cpus: os.cpus().length, node: process.version }, scheduler }, null, 2)}\n`);
-    console.log(`results written to ${path.relative(REPO_ROOT, out)}`);
-    fs.rmSync(work, { recursive: true, force: true });
-    return;
-  }
+  if (ONLY_PIPELINE) return writeOnly('pipeline', await pipelineOnEach(work, manifests), work);
+  if (ONLY_SERVING) return writeOnly('serving', await servingOnEach(work, manifests), work);
+  if (ONLY_SCENARIO) return writeOnly('scenario', await scenarioOnEach(work, manifests), work);
+  if (ONLY_SCHEDULER) return writeOnly('scheduler', await schedulerOnEach(work, manifests), work);
 
   // Throughput: both servers are separate processes loaded the same way. The baseline and the kernel
   // cases alternate, round after round, so a change in the machine's load hits both sides of a ratio.
@@ -423,6 +433,8 @@ async function main() {
   const scheduler = SCHEDULER ? await schedulerOnEach(work, manifests) : null;
   // A 20-step scenario's overhead per step on each adapter.
   const scenario = await scenarioOnEach(work, manifests);
+  // API Services on each adapter: lookups cached and not, batches, model predictions.
+  const serving = SERVING ? await servingOnEach(work, manifests) : null;
   // dbt import of the largest fixture manifest on each adapter.
   const dbt = await dbtOnEach(work, manifests);
 
@@ -463,6 +475,7 @@ async function main() {
     pipeline,
     scheduler,
     scenario,
+    serving,
     dbt,
     throughput_ratio_kernel_vs_koa: kernelRoute.median_ratio_vs_koa,
     throughput_ratio_me_jwt_vs_koa: meWithJwt.median_ratio_vs_koa,
