@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS, startTestKernel, type TestKernel } from '../harness/index.ts';
+import { createReadmeOrders } from '../harness/readme-orders.ts';
 import { finished } from './pipeline-helpers.ts';
 
 /** The README's pipeline walkthrough, step by step, with the same requests and the ids it names. */
@@ -9,12 +10,7 @@ describe.each(DIALECTS)("the README's pipeline walkthrough (%s)", (dialect) => {
 
   beforeAll(async () => {
     t = await startTestKernel({ dialect });
-    // The data section's steps: project 1, dataset 1 (orders) with three rows.
-    expect((await post('/api/projects', { key: 'SALES', name: 'Sales' })).body.id).toBe(1);
-    expect((await post('/api/datasets', { name: 'orders', project_id: 1 })).body.id).toBe(1);
-    const csv = 'id,amount,country,paid,day\n1,10.5,FR,true,2024-01-02\n2,20,DE,false,2024-01-03\n';
-    expect((await t.request('POST', '/api/datasets/1/data?mode=replace', { body: csv, headers: { 'content-type': 'text/csv' } })).status).toBe(200);
-    expect((await post('/api/datasets/1/rows', [{ id: 3, amount: 7, country: 'IT', paid: true, day: '2024-03-01' }])).status).toBe(200);
+    await createReadmeOrders(t);
   });
   afterAll(async () => t?.stop());
 
