@@ -1,7 +1,8 @@
 import { problems } from '../../kernel/plugin-api.ts';
-import { PII_MASK, type DatasetCatalog, type DatasetInfo } from '../datasets/public.ts';
+import { PII_MASK, type DatasetCatalog, type DatasetInfo, type RowsQuery } from '../datasets/public.ts';
 import type { LookupEndpoint } from './endpoints.ts';
 import { typedInput, type InputType } from './inputs.ts';
+import { readBatchAtOnce, severalRows } from './lookup-batch.ts';
 import { inputOf, refuseInputs, refuseUnfixable, type CallInput, type EndpointContext } from './call-input.ts';
 
 /** Keys one batch call may look up. */
@@ -14,13 +15,15 @@ const equals = (column: string, value: unknown) => (value === null ? `${column}:
 
 /**
  * Runs a `lookup` endpoint: one key from the inputs, or a batch (`{keys: [{…}, …]}` in a JSON body)
- * answered in input order. Each key reads through the path of GET /api/datasets/{id}/rows with the
+ * answered in input order (by one read where it can: see `readBatchAtOnce`, else one per key).
+ * Each key reads through the path of GET /api/datasets/{id}/rows with the
  * publisher's rights (row policies, PII), its columns' values bound; 0..n rows per key as
  * `on_multiple` says. A key column the API key fixes takes the fixed value, and fixed columns that
  * are no key columns filter every key's rows.
  */
 export async function runLookupEndpoint(endpoint: LookupEndpoint, dataset: DatasetInfo, input: CallInput, context: EndpointContext, catalog: DatasetCatalog) {
   const { config } = endpoint;
+  const columns = new Map(dataset.columns.map((c) => [c.name, c]));
   const types = new Map(dataset.columns.map((c) => [c.name, c.type as InputType]));
   refuseUnfixable(context.fixed, new Set(types.keys()));
   const fixedFilters = Object.entries(context.fixed).map(([column, value]) => equals(column, typedInput(types.get(column)!, value, 'body', `fixed_params.${column}`, catalog.parseValue)));
@@ -29,23 +32,28 @@ export async function runLookupEndpoint(endpoint: LookupEndpoint, dataset: Datas
   const masked = dataset.columns.filter((c) => c.pii && !unmasked.has(c.name)).map((c) => c.name);
   const limit = config.on_multiple === 'first' ? 1 : config.on_multiple === 'error' ? 2 : config.max_rows_per_key;
 
-  /** The key's conditions, each value typed against its column (a 400 naming `at.<column>`). */
-  const keyOf = (values: Record<string, unknown>, at: string) => {
+  /** The key's value of each caller key column, typed against its column (a 400 naming `at.<column>`). */
+  const keyOf = (values: Record<string, unknown>, at: string): unknown[] => {
     refuseInputs(values, at, new Set(callerKeys), context.fixed);
     return callerKeys.map((column) => {
       const path = `${at}.${column}`;
       const value = inputOf(values, column);
       if (value === undefined) throw problems.badRequest(`${path}: required (a key is ${callerKeys.join(', ')})`, [{ path, message: 'required' }]);
-      return equals(column, typedInput(types.get(column)!, value, input.source, path, catalog.parseValue));
+      return typedInput(types.get(column)!, value, input.source, path, catalog.parseValue);
     });
   };
+  const read = (query: RowsQuery) => catalog.rows(context.publisher, context.orgId, dataset.id, query);
+  // PII the endpoint does not list reads masked, whatever the publisher may see.
+  const mask = (rows: Row[]) => {
+    for (const row of rows) for (const column of masked) if (row[column] !== undefined && row[column] !== null) row[column] = PII_MASK;
+    return rows;
+  };
 
-  const rowsOf = async (conditions: string[], at: string): Promise<Row[]> => {
-    const page = await catalog.rows(context.publisher, context.orgId, dataset.id, { limit, filter: [...config.filters, ...fixedFilters, ...conditions], columns: config.columns?.join(',') });
-    if (config.on_multiple === 'error' && page.rows.length > 1) throw problems.conflict(`${at}: more than one row matches this key (the endpoint answers one row per key)`);
-    // PII the endpoint does not list reads masked, whatever the publisher may see.
-    for (const row of page.rows) for (const column of masked) if (row[column] !== undefined && row[column] !== null) row[column] = PII_MASK;
-    return page.rows;
+  const rowsOf = async (key: unknown[], at: string): Promise<Row[]> => {
+    const conditions = key.map((value, i) => equals(callerKeys[i], value));
+    const page = await read({ limit, filter: [...config.filters, ...fixedFilters, ...conditions], columns: config.columns?.join(',') });
+    if (config.on_multiple === 'error' && page.rows.length > 1) throw severalRows(at);
+    return mask(page.rows);
   };
 
   const batch = input.source === 'body' ? inputOf(input.values, 'keys') : undefined;
@@ -54,11 +62,15 @@ export async function runLookupEndpoint(endpoint: LookupEndpoint, dataset: Datas
   if (!Array.isArray(batch) || batch.length === 0 || batch.length > MAX_BATCH_KEYS) {
     throw problems.badRequest(`body.keys: must be a list of 1 to ${MAX_BATCH_KEYS} keys`, [{ path: 'body.keys', message: `1 to ${MAX_BATCH_KEYS} keys` }]);
   }
-  const conditions = batch.map((key, i) => {
+  const keys = batch.map((key, i) => {
     const at = `body.keys.${i}`;
     if (typeof key !== 'object' || key === null || Array.isArray(key)) throw problems.badRequest(`${at}: must be an object of key columns`, [{ path: at, message: 'must be an object' }]);
     return keyOf(key as Record<string, unknown>, at);
   });
-  const rows = await Promise.all(conditions.map((keyConditions, i) => rowsOf(keyConditions, `body.keys.${i}`)));
+  const atOnce =
+    callerKeys.length === 1 && keys.length > 1
+      ? await readBatchAtOnce({ column: columns.get(callerKeys[0])!, values: keys.map((key) => key[0]), perKey: limit, onMultiple: config.on_multiple, filters: [...config.filters, ...fixedFilters], columns: config.columns, read })
+      : null;
+  const rows = atOnce ? atOnce.map(mask) : await Promise.all(keys.map((key, i) => rowsOf(key, `body.keys.${i}`)));
   return { results: batch.map((key, i) => ({ key, rows: rows[i] })) };
 }
