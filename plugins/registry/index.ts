@@ -25,6 +25,7 @@ export default definePlugin({
     const runs = ctx.useService(pipelineRuns);
     ctx.contribute(runKinds, trainingKind(models, catalog));
     const service = new RegistryService(models, runs);
+    ctx.onDispose(() => service.dispose());
     ctx.provideService(registryModels, service);
     ctx.contribute(projectDeleteGuards, async (orgId, projectId) => {
       const count = await models.countInProject(orgId, projectId);

@@ -1,7 +1,8 @@
 import { HttpProblem, problems, type FieldError } from '../../kernel/plugin-api.ts';
 import type { PipelineRuns } from '../pipeline/public.ts';
 import { valueProblem, type Feature } from './encoding.ts';
-import { predictorOf, predictWith } from './learn.ts';
+import type { ModelArtifact } from './learn.ts';
+import { PredictionThread } from './prediction-thread.ts';
 import type { Model, ModelStore, ModelVersion } from './model-store.ts';
 import { loadOnnx, type OnnxArtifact, type OnnxOutput } from './onnx-model.ts';
 import type { Predictions, RegistryModels } from './public.ts';
@@ -21,6 +22,7 @@ interface LoadedVersion {
  */
 export class RegistryService implements RegistryModels {
   private readonly loaded = new Map<number, LoadedVersion>();
+  private readonly thread = new PredictionThread();
 
   constructor(
     private readonly models: ModelStore,
@@ -119,8 +121,13 @@ export class RegistryService implements RegistryModels {
     if (cached) return cached;
     const artifact = await this.models.artifact(versionId);
     if (artifact.algorithm === 'onnx') return this.remember(versionId, await loadStored(artifact));
-    const predictor = predictorOf(artifact);
-    return this.remember(versionId, { features: artifact.features, predict: async (rows) => predictWith(artifact, predictor, rows) });
+    // Only the features stay here: the thread is sent the artifact (read again) when it lacks the version.
+    return this.remember(versionId, { features: artifact.features, predict: (rows) => this.thread.predict(versionId, rows, () => this.models.artifact(versionId) as Promise<ModelArtifact>) });
+  }
+
+  /** Stops the prediction thread (the plugin unloads). */
+  dispose(): Promise<void> {
+    return this.thread.dispose();
   }
 
   private remember(versionId: number, entry: LoadedVersion): LoadedVersion {

@@ -278,6 +278,27 @@ describe.each(DIALECTS)('model registry (%s)', (dialect) => {
     expect((await t.request('GET', '/api/registry/models')).status).toBe(200);
   });
 
+  it('the server keeps answering while a large forest scores many rows in its prediction thread', async () => {
+    const { model } = await trained({ name: 'big forest', dataset_id: classes, target: 'label', features: ['x1', 'x2', 'side'], task: 'classification', algorithm: 'random_forest', params: { n_estimators: 500 } });
+    const rows = Array.from({ length: 10_000 }, (_, i) => ({ x1: (i % 97) / 10, x2: (i % 89) / 10, side: i % 2 ? 'left' : 'right' }));
+    const started = performance.now();
+    let scored = false;
+    const scoring = predict(model, rows).finally(() => (scored = true));
+    // Requests one after another while it scores: on the event loop, the scoring would hold them all
+    // for most of its time; in its thread, no wait between two answers comes near that.
+    let last = started;
+    let longestWait = 0;
+    while (!scored) {
+      expect((await t.request('GET', '/healthz', { token: null })).status).toBe(200);
+      longestWait = Math.max(longestWait, performance.now() - last);
+      last = performance.now();
+    }
+    const answer = await scoring;
+    expect(answer.status, answer.text).toBe(200);
+    expect(answer.body.predictions).toHaveLength(10_000);
+    expect(longestWait).toBeLessThan((performance.now() - started) / 2);
+  });
+
   it('the server keeps serving while a model trains in its thread; cancelling the running training stops it', async () => {
     const started = await train({ name: 'busy', dataset_id: classes, target: 'label', features: ['x1', 'x2', 'side'], task: 'classification', algorithm: 'logistic', params: { num_steps: 100000 } });
     const runId = started.body.run.id;
