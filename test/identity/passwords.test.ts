@@ -282,18 +282,21 @@ describe.each(DIALECTS)('password flows and mail (%s)', (dialect) => {
 
   it('forgot-password answers before it looks anything up: 202 even while the users table is gone, the failure logged without the address', async () => {
     expect((await createUser({ username: 'kim', email: 'kim.secret-name@example.test', role: 'viewer', password: 'Birch-Signal#2291' })).status).toBe(201);
-    const unknown = await request('POST', '/api/auth/forgot-password', { token: null, body: { email: 'nobody-at-all@example.test' } });
     const failures = () => logs.filter((line) => /forgot-password could not be completed/.test(line));
     const logged = failures().length;
     await sql`alter table users rename to users_away`.execute(t.kernel.storage.db);
+    let known;
     try {
-      const known = await request('POST', '/api/auth/forgot-password', { token: null, body: { email: 'kim.secret-name@example.test' } });
+      known = await request('POST', '/api/auth/forgot-password', { token: null, body: { email: 'kim.secret-name@example.test' } });
       expect(known.status).toBe(202);
-      expect(known.text).toBe(unknown.text);
       await vi.waitFor(() => expect(failures().length).toBe(logged + 1));
     } finally {
       await sql`alter table users_away rename to users`.execute(t.kernel.storage.db);
     }
+    // The same answer as for an address nobody has, asked once the table is back (asked before, its
+    // own lookup, done after its answer, could meet the renamed table on a busy machine).
+    const unknown = await request('POST', '/api/auth/forgot-password', { token: null, body: { email: 'nobody-at-all@example.test' } });
+    expect(known.text).toBe(unknown.text);
     expect(failures().at(-1)).not.toContain('kim.secret-name');
     // Served again once the table is back.
     const before = lastSeq();
