@@ -28,18 +28,19 @@ export interface BatchByOneColumn {
  * key in row order, instead of a read per key. Null when one read cannot answer it exactly, and the
  * caller reads key by key: a key column holding personal data (it may read masked) or of a type
  * whose values read back in another form, a null key or a text holding a comma (the `in` list's
- * separator), or more matching rows than one page holds (a key matching many rows could crowd
+ * separator), or as many matching rows as one page holds (a key matching many rows could crowd
  * another out of it).
  */
 export async function readBatchAtOnce(batch: BatchByOneColumn): Promise<Row[][] | null> {
   const { column, values, perKey } = batch;
   if (column.pii || !EXACT_TYPES.has(column.type) || values.some((v) => v === null || String(v).includes(','))) return null;
   const distinct = [...new Set(values.map(String))];
-  const wanted = distinct.length * perKey + 1;
-  if (wanted > ROWS_PAGE_MAX) return null;
+  // Enough rows to tell every key's share (and a second row of `error`) when they fit in a page;
+  // a page that comes back short holds every matching row.
+  const limit = Math.min(ROWS_PAGE_MAX, distinct.length * perKey + 1);
   const answered = batch.columns && !batch.columns.includes(column.name) ? [...batch.columns, column.name] : batch.columns;
-  const page = await batch.read({ limit: wanted, filter: [...batch.filters, `${column.name}:in:${distinct.join(',')}`], columns: answered?.join(',') });
-  if (page.next_cursor !== null || page.rows.length >= wanted) return null;
+  const page = await batch.read({ limit, filter: [...batch.filters, `${column.name}:in:${distinct.join(',')}`], columns: answered?.join(',') });
+  if (page.next_cursor !== null || page.rows.length >= limit) return null;
   const byKey = new Map<string, Row[]>();
   for (const row of page.rows) {
     const key = String(row[column.name]);

@@ -73,6 +73,9 @@ describe.each(DIALECTS)('lookup batches (%s)', (dialect) => {
     expect(results.map((r) => r.rows.map((row) => row.id))).toEqual([[3], [1], [], [3], [2]]);
     // PII the endpoint does not list reads masked in a batch as alone.
     expect(results[0].rows[0].email).toBe('***');
+    // A full batch whose rows per key (100 each at most) could not all fit a page, but whose matching rows do.
+    const full = await batchMatchesSingles('by-id', Array.from({ length: 100 }, (_, i) => ({ id: 100 + i * 7 })));
+    expect(full.every((r) => r.rows.length === 1)).toBe(true);
   });
 
   it('keeps each key to its own rows, in row order, within max_rows_per_key, without the key column when not answered', async () => {
