@@ -4,6 +4,8 @@ import type { ModelArtifact } from './learn.ts';
 const WORKER_MODULE = new URL('./predict-worker.mjs', import.meta.url);
 /** The heap of the prediction thread: the loaded versions (up to 32 forests) and a call's rows. */
 const MEMORY_LIMIT_MB = 1024;
+/** Times a call asks for its version to be loaded again after the thread said it lacks it. */
+const RELOADS_MAX = 2;
 
 type Scored = { predictions: unknown[]; probabilities?: Record<string, number>[] };
 type Answer = { id: number; result?: Scored; missing?: true; error?: string };
@@ -12,6 +14,7 @@ interface Pending {
   versionId: number;
   rows: Record<string, unknown>[];
   artifactOf: () => Promise<ModelArtifact>;
+  reloads: number;
   resolve(result: Scored): void;
   reject(error: Error): void;
 }
@@ -19,19 +22,23 @@ interface Pending {
 /**
  * Scores rows with trained (ml.js) versions in a thread of its own, so that a forest of hundreds
  * of trees over thousands of rows never holds up the requests the server answers meanwhile. One
- * thread, started on first use, its calls answered in turn; each version's artifact is sent to it
- * once (again only if it let the version go). A thread that fails fails the calls it held, and the
- * next call starts another.
+ * thread, started on first use, its calls answered in turn. A version's artifact is sent to it once,
+ * before the first call that needs it (the thread reads its messages in order), and again only if
+ * the thread let the version go. A thread that fails fails the calls it held, and the next call
+ * starts another.
  */
 export class PredictionThread {
   private worker: Worker | null = null;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
+  /** The versions sent to the current thread (or being read to be sent), by id. */
+  private readonly sent = new Map<number, Promise<void>>();
 
-  predict(versionId: number, rows: Record<string, unknown>[], artifactOf: () => Promise<ModelArtifact>): Promise<Scored> {
+  async predict(versionId: number, rows: Record<string, unknown>[], artifactOf: () => Promise<ModelArtifact>): Promise<Scored> {
+    await this.send(versionId, artifactOf);
     return new Promise((resolve, reject) => {
       const id = this.nextId++;
-      this.pending.set(id, { versionId, rows, artifactOf, resolve, reject });
+      this.pending.set(id, { versionId, rows, artifactOf, reloads: 0, resolve, reject });
       this.thread().postMessage({ id, versionId, rows });
     });
   }
@@ -39,20 +46,29 @@ export class PredictionThread {
   /** Stops the thread (the plugin unloads): calls it held fail. */
   async dispose(): Promise<void> {
     const worker = this.worker;
-    this.worker = null;
-    this.failAll(new Error('the prediction thread stopped'));
+    this.stopped(new Error('the prediction thread stopped'));
     await worker?.terminate();
+  }
+
+  /** Sends the version's artifact to the thread unless it was sent already. */
+  private send(versionId: number, artifactOf: () => Promise<ModelArtifact>): Promise<void> {
+    let sending = this.sent.get(versionId);
+    if (!sending) {
+      const worker = this.thread();
+      sending = artifactOf().then((artifact) => worker.postMessage({ load: versionId, artifact }));
+      sending.catch(() => this.sent.delete(versionId));
+      this.sent.set(versionId, sending);
+    }
+    return sending;
   }
 
   private thread(): Worker {
     if (this.worker) return this.worker;
     const worker = new Worker(WORKER_MODULE, { execArgv: [], resourceLimits: { maxOldGenerationSizeMb: MEMORY_LIMIT_MB } });
     worker.unref();
-    worker.on('message', (answer: Answer) => void this.answered(worker, answer));
+    worker.on('message', (answer: Answer) => void this.answered(answer));
     const failed = (error: Error) => {
-      if (this.worker !== worker) return;
-      this.worker = null;
-      this.failAll(error);
+      if (this.worker === worker) this.stopped(error);
     };
     worker.on('error', (err) => failed(new Error(`the prediction thread failed: ${err.message}`)));
     worker.on('exit', (code) => failed(new Error(`the prediction thread stopped (code ${code})`)));
@@ -60,13 +76,16 @@ export class PredictionThread {
     return worker;
   }
 
-  private async answered(worker: Worker, answer: Answer): Promise<void> {
+  private async answered(answer: Answer): Promise<void> {
     const call = this.pending.get(answer.id);
     if (!call) return;
-    if (answer.missing) {
+    if (answer.missing && call.reloads < RELOADS_MAX) {
+      // Let go by the thread (or it could not load it): sent again, then the call.
+      call.reloads += 1;
+      this.sent.delete(call.versionId);
       try {
-        const artifact = await call.artifactOf();
-        if (this.worker === worker) worker.postMessage({ id: answer.id, versionId: call.versionId, artifact, rows: call.rows });
+        await this.send(call.versionId, call.artifactOf);
+        this.thread().postMessage({ id: answer.id, versionId: call.versionId, rows: call.rows });
       } catch (err) {
         this.pending.delete(answer.id);
         call.reject(err as Error);
@@ -74,11 +93,15 @@ export class PredictionThread {
       return;
     }
     this.pending.delete(answer.id);
-    if (answer.error !== undefined) call.reject(new Error(answer.error));
+    if (answer.missing) call.reject(new Error(`the prediction thread could not load version ${call.versionId}`));
+    else if (answer.error !== undefined) call.reject(new Error(answer.error));
     else call.resolve(answer.result!);
   }
 
-  private failAll(error: Error): void {
+  /** Forgets the thread and what it held: its calls fail, the next call starts another. */
+  private stopped(error: Error): void {
+    this.worker = null;
+    this.sent.clear();
     for (const call of this.pending.values()) call.reject(error);
     this.pending.clear();
   }
