@@ -64,4 +64,23 @@ export const registryMigrations: Record<string, Migration> = {
       await db.schema.alterTable('registry_model_versions').renameColumn('trained_on', 'dataset_id').execute();
     },
   },
+  '2026-11-28T1900_registry_artifacts_apart': {
+    // The models (megabytes of JSON for a forest) in a table of their own: SQLite walks a row's
+    // overflow pages to reach the columns stored after a large value, so every read of a version
+    // (each prediction's) read its whole model too.
+    async up({ db }) {
+      await db.schema
+        .createTable('registry_model_artifacts')
+        .addColumn('version_id', 'integer', (c) => c.primaryKey().references('registry_model_versions.id').onDelete('cascade'))
+        .addColumn('artifact', 'text', (c) => c.notNull())
+        .execute();
+      await sql`insert into registry_model_artifacts (version_id, artifact) select id, artifact from registry_model_versions where artifact is not null`.execute(db);
+      await db.schema.alterTable('registry_model_versions').dropColumn('artifact').execute();
+    },
+    async down({ db }) {
+      await db.schema.alterTable('registry_model_versions').addColumn('artifact', 'text').execute();
+      await sql`update registry_model_versions set artifact = (select a.artifact from registry_model_artifacts a where a.version_id = registry_model_versions.id)`.execute(db);
+      await db.schema.dropTable('registry_model_artifacts').execute();
+    },
+  },
 };

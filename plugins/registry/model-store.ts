@@ -170,12 +170,12 @@ export class ModelStore {
           target: artifact.output.name,
           spec: this.storage.encodeJson({ features: artifact.features, params: { output: artifact.output }, test_ratio: 0, seed: 0 }),
           trained_at: now,
-          artifact: JSON.stringify(artifact),
           created_by: userId,
           created_at: now,
         })
         .returning(VERSION_COLUMNS)
         .executeTakeFirstOrThrow();
+      await trx.insertInto('registry_model_artifacts').values({ version_id: row.id, artifact: JSON.stringify(artifact) }).execute();
       await trx.updateTable('registry_models').set({ active_version: Number(row.version), updated_at: now }).where('id', '=', model.id).where('active_version', 'is', null).execute();
       return this.decodeVersion(row);
     });
@@ -218,7 +218,7 @@ export class ModelStore {
   }
 
   async artifact(versionId: number): Promise<ModelArtifact | OnnxArtifact> {
-    const row = await this.storage.db.selectFrom('registry_model_versions').select('artifact').where('id', '=', versionId).executeTakeFirstOrThrow();
+    const row = await this.storage.db.selectFrom('registry_model_artifacts').select('artifact').where('version_id', '=', versionId).executeTakeFirstOrThrow();
     return JSON.parse(row.artifact) as ModelArtifact | OnnxArtifact;
   }
 
@@ -238,12 +238,12 @@ export class ModelStore {
           test_rows: result.test_rows,
           dataset_version: datasetVersion,
           trained_at: this.storage.now(),
-          artifact: JSON.stringify(result.artifact),
         })
         .where('id', '=', version.id)
         .where('status', '=', 'training')
         .executeTakeFirst();
       if (!Number(changed.numUpdatedRows)) return false;
+      await trx.insertInto('registry_model_artifacts').values({ version_id: version.id, artifact: JSON.stringify(result.artifact) }).execute();
       await trx.updateTable('registry_models').set({ active_version: version.version, updated_at: this.storage.now() }).where('id', '=', version.model_id).where('active_version', 'is', null).execute();
       return true;
     });

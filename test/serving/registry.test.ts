@@ -256,7 +256,13 @@ describe.each(DIALECTS)('model registry (%s)', (dialect) => {
     const refused = await t.request('DELETE', `/api/projects/${other}`);
     expect(refused.status).toBe(409);
     expect(refused.body.detail).toMatch(/1 model/);
+    const { db } = t.kernel.storage;
+    const versionIds = (await db.selectFrom('registry_model_versions').select('id').where('model_id', '=', started.body.model.id).execute()).map((v) => v.id);
+    const stored = () => db.selectFrom('registry_model_artifacts').select('version_id').where('version_id', 'in', versionIds).execute();
+    expect(await stored()).toHaveLength(1);
     expect((await t.request('DELETE', `/api/registry/models/${started.body.model.id}`)).status).toBe(204);
+    // The trained model goes with its version.
+    expect(await stored()).toHaveLength(0);
     expect((await t.request('DELETE', `/api/projects/${other}`)).status).toBe(204);
   });
 
