@@ -96,6 +96,9 @@ export class DatasetLoader {
     try {
       for (const [i, { dataset, columns }] of targets.entries()) await dataTables.create(db, dataset.org_id, staging[i], columns);
       const rows = await fill(staging);
+      // A table swapped in is queried at once: its statistics first, while nothing else sees it (an
+      // ANALYZE racing a later change of the live table's catalog rows can fail either).
+      for (const [i, { dataset }] of targets.entries()) if (swapsIn(dataset, mode)) await dataTables.analyze(db, dataset.org_id, staging[i]);
       const unused = await this.storage.transaction(async (trx) => {
         const tables: string[] = [];
         for (const [i, target] of targets.entries()) tables.push(await this.swapIn(trx, target, staging[i], rows[i], mode));
@@ -103,9 +106,6 @@ export class DatasetLoader {
       });
       // Dropped once committed, outside the transaction (see DataTables.discard); one that fails is dropped as abandoned at the next start.
       for (const [i, table] of unused.entries()) await dataTables.discard(db, targets[i].dataset.org_id, table).catch(() => undefined);
-      // A table swapped in gets its statistics right after, off the load's path (the rows are served
-      // meanwhile): its next queries are planned for its data, not for an empty table.
-      for (const { dataset } of targets) if (swapsIn(dataset, mode)) void dataTables.analyze(db, dataset.org_id, dataset.table_name).catch(() => undefined);
       return await Promise.all(targets.map(async ({ dataset }, i) => ({ dataset: await this.store.get(dataset.org_id, dataset.id), rows: rows[i] })));
     } catch (err) {
       await Promise.all(targets.map(({ dataset }, i) => dataTables.drop(db, dataset.org_id, staging[i]).catch(() => undefined)));
