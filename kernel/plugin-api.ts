@@ -3,6 +3,7 @@
  * A plugin's entry module default-exports `definePlugin({...})`; its init asks for kernel services by
  * reference and gets them injected, and contributes routes and extension-point entries.
  */
+import type { Maybe } from './maybe.ts';
 import type { Logger } from 'pino';
 import type { ZodType } from 'zod';
 import type { PluginVisibleSettings } from './config.ts';
@@ -107,7 +108,7 @@ export interface Delegation {
    * StoredActor), so row policies and PII rules apply as to that user; or why the user may not act
    * there at all: removed, deactivated, or no longer a member.
    */
-  actFor(userId: number, orgId: number, scopes?: readonly string[] | null): Promise<UserPrincipal | { refused: string }>;
+  actFor(userId: number, orgId: number, scopes?: readonly string[] | null): Maybe<UserPrincipal | { refused: string }>;
 }
 
 export interface CapabilityCatalog {
@@ -281,6 +282,7 @@ export type { RateBudget, RateLimits } from './rate-limit/rate-limits.ts';
 export { fieldErrorsOf, HttpProblem, problems, type FieldError } from './problem.ts';
 export { beforeIdCursor, pageCursor } from './page-cursor.ts';
 export { ChangeCountedCache } from './change-counted-cache.ts';
+export { andThen, type Maybe } from './maybe.ts';
 export type { AuditEvent, RequestAudit } from './audit/audit-service.ts';
 export * as identitySchemas from './identity/schemas.ts';
 export { toPublicUser, type UserRow, type PublicUser } from './identity/users.ts';

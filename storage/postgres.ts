@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { Kysely, PostgresDialect, sql, type CreateTableBuilder } from 'kysely';
-import { changeEvents, checkCounterName, CREATE_COUNTERS_TABLE, isLastCounterGone, FreshSharedRead } from './change-counters.ts';
+import { changeEvents, checkCounterName, CREATE_COUNTERS_TABLE, isLastCounterGone } from './change-counters.ts';
 import { quoteIdentifier } from './data-tables.ts';
 import { createPostgresDataTables } from './data-tables-postgres.ts';
 import { kyselyOver, LONG_READ_DEFAULTS, withTurns } from './long-reads.ts';
@@ -8,6 +8,8 @@ import { isPostgresConnectionLost, superviseConnections } from './postgres-conne
 import { postgresColumnReads, postgresLongReads } from './postgres-long-reads.ts';
 import { ReadTurns } from './read-turns.ts';
 import { PostgresListener } from './postgres-listener.ts';
+import { PostgresCounters, tickAfterWrites } from './postgres-counters.ts';
+import { WriteClock } from './write-clock.ts';
 import { PostgresTableClaims } from './table-claims-postgres.ts';
 import { PostgresGovernedRunner } from './postgres-governed.ts';
 import { parsePostgresGovernedSelect } from './postgres-select.ts';
@@ -59,12 +61,10 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
   // Long reads take at most this many of the pool's connections: the others stay for short requests.
   const turns = new ReadTurns(readers, Math.min(readers, options.readWorkersPerOrganization ?? LONG_READ_DEFAULTS.perOrganization));
   const governed = new PostgresGovernedRunner(pool, connectionString, options.secretKey, poolTypes);
-  const counterReads = new Map<string, FreshSharedRead<number>>();
-  const readCounter = async (counter: string) => {
-    const result = await pool.query<{ value: number }>({ name: 'change_counter', text: 'select value from change_counters where name = $1', values: [counter] });
-    if (!result.rows[0]) throw new Error(`no change counter "${counter}" (no migration tracks it)`);
-    return Number(result.rows[0].value);
-  };
+  // Every platform write goes through this pool (the others read, or fill data tables, which no counter tracks).
+  const writes = WriteClock.of(`postgres:${connectionString}`);
+  pool.on('connect', (client) => tickAfterWrites(client, writes));
+  const counters = new PostgresCounters(pool, writes);
 
   return {
     db,
@@ -115,11 +115,7 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
         await sql.raw('drop function if exists bump_change_counter()').execute(db);
       }
     },
-    changeCounter(counter) {
-      let read = counterReads.get(counter);
-      if (!read) counterReads.set(checkCounterName(counter), (read = new FreshSharedRead(() => readCounter(counter))));
-      return read.get();
-    },
+    changeCounter: (counter) => counters.get(counter),
     // pg serialises objects itself, but arrays would be sent as Postgres arrays: always send text.
     encodeJson: (value) => (value === undefined ? null : JSON.stringify(value)),
     decodeJson: <T>(stored: unknown) => stored as T,

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { asBoolean, bindAll, booleanColumns } from './sqlite-portable-values.mjs';
-import { endsOrMakesWrite, type WriteClock } from './sqlite-write-clock.ts';
+import { endsOrMakesWrite, type WriteClock } from './write-clock.ts';
 
 /**
  * SQLite has no boolean or timestamp type and better-sqlite3 binds neither `true` nor a `Date`.

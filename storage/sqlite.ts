@@ -14,7 +14,7 @@ import { SqliteGovernedRunner } from './sqlite-governed.ts';
 import { registerRegexp } from './sqlite-regexp.mjs';
 import { LocalChannels } from './local-channels.ts';
 import { withPortableValues } from './sqlite-values.ts';
-import { CachedCounterRead, WriteClock } from './sqlite-write-clock.ts';
+import { CachedCounterRead, WriteClock } from './write-clock.ts';
 import type { Storage, StorageOptions, TableSnapshot } from './types.ts';
 
 const BUSY_TIMEOUT_MS = 5000;
@@ -48,7 +48,7 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
   const checkpointer = file === ':memory:' ? null : new SqliteCheckpointer(file);
   if (checkpointer) database.pragma('wal_autocheckpoint = 0');
   registerRegexp(database);
-  const writes = WriteClock.of(file);
+  const writes = WriteClock.ofFile(file);
   const dialect = new SqliteDialect({ database: withPortableValues(database, writes) });
   const db = new Kysely<any>({ dialect });
   // A database in memory has no file another connection could open: its long reads stay on `db`.

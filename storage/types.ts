@@ -67,9 +67,11 @@ export interface Storage {
   /** Removes what `trackChanges` created (for a migration's down step). */
   untrackChanges(db: Kysely<any>, counter: string, tables: TrackedTable[]): Promise<void>;
   /**
-   * The counter's value as committed when the call was made: every change committed before the
-   * call is counted. Cheap: a synchronous point read on SQLite (a number, not a promise, so the
-   * request path takes no extra turn), a read shared by concurrent callers on Postgres.
+   * The counter's value, counting every change this process committed before the call and every
+   * change another process (an instance, a console) committed more than OTHER_PROCESS_LAG_MS (20 ms)
+   * before it. Mostly a number kept in memory (no extra turn on the request path): read again after
+   * any write of this process, and otherwise at most every 20 ms (SQLite: a point read; Postgres:
+   * one query for every counter, shared by the callers waiting for it).
    */
   changeCounter(counter: string): number | Promise<number>;
   /** Values for JSON columns: encode before writing, decode after reading. */

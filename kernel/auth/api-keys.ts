@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
 import type { Contribution, Disposable, ExtensionPoint } from '../plugin-api.ts';
+import { andThen, type Maybe } from '../maybe.ts';
 import { HttpProblem, problems } from '../problem.ts';
 import type { CapabilityInfo } from '../registry/generation.ts';
 import type { ApiKeyPrincipal } from './principal.ts';
@@ -72,21 +73,27 @@ const unauthorized = (detail: string) => new HttpProblem(401, detail);
  * must be the key's. Refusals never repeat the key.
  */
 export class ApiKeyAuthenticators {
-  private readonly installed: Contribution<ApiKeyAuthenticator>[] = [];
+  /** Replaced, never changed in place: a request offering its key along it meets one list throughout. */
+  private installed: Contribution<ApiKeyAuthenticator>[] = [];
+  /**
+   * The principal made of each grant, for an authenticator that answers the same grant object while
+   * the key is unchanged (it keeps its keys): made again when the catalogue or plugin differs.
+   */
+  private readonly principals = new WeakMap<ApiKeyGrant, { catalogue: ReadonlyMap<string, CapabilityInfo>; pluginId: string; principal: ApiKeyPrincipal }>();
 
   /** `isEnabled`: whether a plugin serves an organization; an authenticator's grant holds only where its plugin does. */
   constructor(private readonly isEnabled: (pluginId: string, orgId: number) => boolean | Promise<boolean>) {}
 
   /** The extension point's owner side: installs a contribution; the disposable withdraws exactly it. */
   accept = (contribution: Contribution<ApiKeyAuthenticator>): Disposable => {
-    this.installed.push(contribution);
+    this.installed = [...this.installed, contribution];
     return () => {
-      const at = this.installed.indexOf(contribution);
-      if (at >= 0) this.installed.splice(at, 1);
+      this.installed = this.installed.filter((installed) => installed !== contribution);
     };
   };
 
-  async authenticate(headers: IncomingHttpHeaders, catalogue: ReadonlyMap<string, CapabilityInfo>, request: ApiKeyRequest): Promise<ApiKeyPrincipal> {
+  /** The principal of the request's key; a value when every step answered from memory. */
+  authenticate(headers: IncomingHttpHeaders, catalogue: ReadonlyMap<string, CapabilityInfo>, request: ApiKeyRequest): Maybe<ApiKeyPrincipal> {
     if (this.installed.length === 0) throw problems.notImplemented('no data API key authenticator is installed');
     const key = headers[API_KEY_HEADER];
     if (key === undefined || key === '') throw unauthorized('missing API key: send X-API-Key: <key>');
@@ -94,17 +101,44 @@ export class ApiKeyAuthenticators {
       throw unauthorized(`invalid API key: send one key of at most ${MAX_API_KEY_LENGTH} printable characters without spaces`);
     }
     const orgId = requestedOrganization(headers['x-org-id']);
-    for (const { value: authenticator, pluginId } of [...this.installed]) {
+    return this.offer({ key, orgId, catalogue, request, installed: this.installed }, 0);
+  }
+
+  /** Offers the key to the authenticators from `from` on, whose prefix it has, until one recognizes it for an organization its plugin serves. */
+  private offer(offer: KeyOffer, from: number): Maybe<ApiKeyPrincipal> {
+    const { key, installed } = offer;
+    for (let i = from; i < installed.length; i += 1) {
+      const { value: authenticator, pluginId } = installed[i];
       if (authenticator.prefix !== undefined && !key.startsWith(authenticator.prefix)) continue;
-      const grant = await authenticator.authenticate(key, request);
-      if (!grant) continue;
-      const principal = principalOf(grant, pluginId, catalogue);
-      if (!(await this.isEnabled(pluginId, principal.orgId))) continue;
-      if (orgId !== undefined && orgId !== principal.orgId) throw problems.forbidden(`organization ${orgId} does not exist or this API key does not belong to it`);
-      return principal;
+      return andThen(authenticator.authenticate(key, offer.request), (grant) => {
+        if (!grant) return this.offer(offer, i + 1);
+        const principal = this.principalOf(grant, pluginId, offer.catalogue);
+        return andThen(this.isEnabled(pluginId, principal.orgId), (enabled) => {
+          if (!enabled) return this.offer(offer, i + 1);
+          if (offer.orgId !== undefined && offer.orgId !== principal.orgId) throw problems.forbidden(`organization ${offer.orgId} does not exist or this API key does not belong to it`);
+          return principal;
+        });
+      });
     }
     throw unauthorized('invalid API key');
   }
+
+  private principalOf(grant: ApiKeyGrant, pluginId: string, catalogue: ReadonlyMap<string, CapabilityInfo>): ApiKeyPrincipal {
+    const known = this.principals.get(grant);
+    if (known && known.catalogue === catalogue && known.pluginId === pluginId) return known.principal;
+    const principal = principalOf(grant, pluginId, catalogue);
+    this.principals.set(grant, { catalogue, pluginId, principal });
+    return principal;
+  }
+}
+
+/** One key on its way through the authenticators. */
+interface KeyOffer {
+  key: string;
+  orgId: number | undefined;
+  catalogue: ReadonlyMap<string, CapabilityInfo>;
+  request: ApiKeyRequest;
+  installed: Contribution<ApiKeyAuthenticator>[];
 }
 
 /** X-Org-Id when given: on an API key route it may only repeat the key's organization. */

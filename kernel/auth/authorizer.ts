@@ -90,14 +90,16 @@ export class Authorizer {
 
   /**
    * A data API key: recognized by a contributed authenticator, acting in its own organization only,
-   * with the capabilities it was granted; not kept between requests (its authenticator decides
-   * what to cache, and a revoked key must fail at once).
+   * with the capabilities it was granted; asked of its authenticator on every request (which
+   * decides what to cache: a revoked key must fail at once).
    */
-  private async authorizeApiKey(route: RouteDefinition, headers: IncomingHttpHeaders, request: ApiKeyRequest): Promise<Authorized> {
-    const principal = await this.deps.apiKeys.authenticate(headers, this.deps.capabilities(), request);
-    const limit = this.deps.apiKeyRateLimitPerMin;
-    if (limit > 0) await this.deps.rateLimits.take(principal, { name: 'api_key', limit, windowMs: 60_000, detail: `this API key made more than ${limit} requests in a minute` });
-    return permit(route, { principal, orgId: principal.orgId });
+  private authorizeApiKey(route: RouteDefinition, headers: IncomingHttpHeaders, request: ApiKeyRequest): Maybe<Authorized> {
+    return andThen(this.deps.apiKeys.authenticate(headers, this.deps.capabilities(), request), (principal) => {
+      const limit = this.deps.apiKeyRateLimitPerMin;
+      const caller = { principal, orgId: principal.orgId };
+      if (limit <= 0) return permit(route, caller);
+      return this.deps.rateLimits.take(principal, { name: 'api_key', limit, windowMs: 60_000, detail: `this API key made more than ${limit} requests in a minute` }).then(() => permit(route, caller));
+    });
   }
 
   private admit(route: RouteDefinition, caller: Caller, now: number): Maybe<Authorized> {

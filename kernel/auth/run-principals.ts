@@ -1,4 +1,5 @@
 import type { IdentitySnapshot } from '../identity/identity-snapshot.ts';
+import { andThen, type Maybe } from '../maybe.ts';
 import { PLATFORM_ADMIN_ROLE } from '../identity/users.ts';
 import type { CapabilityInfo } from '../registry/generation.ts';
 import { effectiveCapabilities } from './capabilities.ts';
@@ -39,11 +40,21 @@ export class RunPrincipals {
     return runPrincipal({ runId: run.runId, orgId: run.orgId, onBehalfOf: { userId: rights.user.userId, username: rights.user.username }, capabilities });
   }
 
-  /** `Delegation.actFor`: a principal with the user's rights of now in the organization, narrowed to `scopes` when given, or the refusal. */
-  async actFor(userId: number, orgId: number, scopes?: Iterable<string> | null): Promise<UserPrincipal | { refused: string }> {
-    const rights = await this.rightsOf(userId, orgId);
-    if ('refused' in rights) return rights;
-    return Object.freeze({ kind: 'user', ...rights.user, ...narrowed(rights, scopes), via: 'delegated', tokenId: null });
+  /**
+   * `Delegation.actFor`: a principal with the user's rights of now in the organization, narrowed to
+   * `scopes` when given, or the refusal. Kept in the identity snapshot until identity changes (one
+   * frozen principal per user, organization and scopes), so a caller acting for the same user on
+   * every request (an API Service's publisher) reads it from memory.
+   */
+  actFor(userId: number, orgId: number, scopes?: Iterable<string> | null): Maybe<UserPrincipal | { refused: string }> {
+    const scopeList = scopes == null ? null : [...scopes];
+    return andThen(this.identity.refresh(), () =>
+      this.identity.derived(`act-for:${userId}:${orgId}:${scopeList === null ? '*' : JSON.stringify(scopeList)}`, this.catalogue(), async () => {
+        const rights = await this.rightsOf(userId, orgId);
+        if ('refused' in rights) return rights;
+        return Object.freeze({ kind: 'user', ...rights.user, ...narrowed(rights, scopeList), via: 'delegated', tokenId: null }) as UserPrincipal;
+      }),
+    );
   }
 
   /**

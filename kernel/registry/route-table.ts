@@ -1,4 +1,3 @@
-import Router from '@koa/router';
 import type { Context, Middleware } from 'koa';
 import { HttpProblem, problems } from '../problem.ts';
 
@@ -9,8 +8,16 @@ export interface RouteEntry {
   serve: Middleware;
 }
 
-const toKoaPath = (path: string) => path.replace(/\{([^}]+)\}/g, ':$1');
+/** A route with parameters, as matched: its method, its path as a pattern, its parameters' names. */
+interface PatternRoute {
+  method: string;
+  pattern: RegExp;
+  names: string[];
+  serve: Middleware;
+}
+
 const isParameter = (segment: string) => segment.startsWith('{');
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /** The first two segments of a path (`/api/datasets`), the bucket its routes live in. */
 function bucketOf(path: string): string {
@@ -18,56 +25,87 @@ function bucketOf(path: string): string {
   return (second === -1 ? path : path.slice(0, second)).toLowerCase();
 }
 
+/** A parameter's value decoded; text that does not decode is passed as sent (as @koa/router did). */
+function decoded(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+/** A path's pattern: any letter case, an optional trailing slash, a parameter one whole segment. */
+function compile(entry: RouteEntry): PatternRoute {
+  const names: string[] = [];
+  const source = entry.path
+    .split('/')
+    .map((segment) => {
+      if (!isParameter(segment)) return escapeRegExp(segment);
+      names.push(segment.slice(1, -1));
+      return '([^/]+?)';
+    })
+    .join('/');
+  return { method: entry.method.toUpperCase(), pattern: new RegExp(`^${source}/?$`, 'i'), names, serve: entry.serve };
+}
+
 /**
  * Matches a request to its route without trying every route of every plugin in turn: a path
  * without parameters is one map lookup, any other is matched among the routes that share its first
- * two segments (one plugin's, as a rule), with @koa/router's rules (any letter case, an optional
- * trailing slash). What matches nothing is 404, a known path with another method 405 with Allow.
+ * two segments (one plugin's, as a rule), static segments before parameters, in any letter case,
+ * with an optional trailing slash. What matches nothing is 404, a known path with another method
+ * 405 with Allow. (A matcher of its own: @koa/router composed a middleware chain per request.)
  */
 export class RouteTable {
   private readonly exact = new Map<string, Middleware>();
-  private readonly buckets = new Map<string, Middleware>();
-  private readonly all = new Router();
-  /** Every route: serves when a parameter among the first two segments of a route makes buckets unsound. */
-  private readonly allMiddleware: Middleware;
+  private readonly buckets = new Map<string, PatternRoute[]>();
+  /** Every route: matched when a parameter among the first two segments of a route makes buckets unsound. */
+  private readonly all: PatternRoute[];
 
   constructor(entries: RouteEntry[]) {
-    // Static segments must win over parameters (`/recipe-types` before `/{id}`): register them first.
+    // Static segments must win over parameters (`/recipe-types` before `/{id}`): they come first.
     const specificity = (p: string) => p.split('/').map((s) => (isParameter(s) ? '1' : '0')).join('');
     const ordered = [...entries].sort((a, b) => specificity(a.path).localeCompare(specificity(b.path)));
-    const bucketRouters = new Map<string, Router>();
+    this.all = ordered.map(compile);
     let bucketsAreSound = true;
-    for (const entry of ordered) {
-      const method = entry.method.toUpperCase();
-      this.all.register(toKoaPath(entry.path), [method], entry.serve);
+    for (const [i, entry] of ordered.entries()) {
       const segments = entry.path.split('/');
-      if (!segments.some(isParameter)) this.exact.set(`${method} ${entry.path}`, entry.serve);
+      if (!segments.some(isParameter)) this.exact.set(`${entry.method.toUpperCase()} ${entry.path}`, entry.serve);
       // A parameter among the first two segments could match any bucket: then only `all` is sound.
       if (segments.slice(0, 3).some(isParameter)) bucketsAreSound = false;
       const bucket = bucketOf(entry.path);
-      if (!bucketRouters.has(bucket)) bucketRouters.set(bucket, new Router());
-      bucketRouters.get(bucket)!.register(toKoaPath(entry.path), [method], entry.serve);
+      if (!this.buckets.has(bucket)) this.buckets.set(bucket, []);
+      this.buckets.get(bucket)!.push(this.all[i]);
     }
-    this.allMiddleware = this.all.routes() as unknown as Middleware;
-    if (bucketsAreSound) for (const [bucket, router] of bucketRouters) this.buckets.set(bucket, router.routes() as unknown as Middleware);
+    if (!bucketsAreSound) this.buckets.clear();
   }
 
   dispatch(ctx: Context): Promise<void> {
     const method = ctx.method === 'HEAD' ? 'GET' : ctx.method;
-    const exact = this.exact.get(`${method} ${ctx.path}`);
+    const path = ctx.path;
+    const withParams = ctx as Context & { params: Record<string, string> };
+    const exact = this.exact.get(`${method} ${path}`);
     if (exact) {
-      (ctx as Context & { params: Record<string, string> }).params = {};
+      withParams.params = {};
       return exact(ctx, unreachable);
     }
-    const bucket = this.buckets.get(bucketOf(ctx.path));
-    return (bucket ?? this.allMiddleware)(ctx, () => this.refuse(ctx));
+    const candidates = this.buckets.get(bucketOf(path)) ?? this.all;
+    for (const route of candidates) {
+      if (route.method !== method) continue;
+      const match = route.pattern.exec(path);
+      if (!match) continue;
+      const params: Record<string, string> = {};
+      for (let i = 0; i < route.names.length; i += 1) params[route.names[i]] = decoded(match[i + 1]);
+      withParams.params = params;
+      return route.serve(ctx, unreachable);
+    }
+    return Promise.reject(this.refusal(ctx));
   }
 
-  private async refuse(ctx: Context): Promise<never> {
-    const match = this.all.match(ctx.path, ctx.method);
-    if (match.path.length === 0) throw notServed(ctx);
-    const allowed = [...new Set(match.path.flatMap((layer) => layer.methods))].join(', ');
-    throw new HttpProblem(405, `${ctx.method} is not allowed on ${ctx.path}`, { headers: { Allow: allowed } });
+  private refusal(ctx: Context): HttpProblem {
+    const methods = new Set(this.all.filter((route) => route.pattern.test(ctx.path)).map((route) => route.method));
+    if (methods.size === 0) return notServed(ctx);
+    if (methods.has('GET')) methods.add('HEAD');
+    return new HttpProblem(405, `${ctx.method} is not allowed on ${ctx.path}`, { headers: { Allow: [...methods].join(', ') } });
   }
 }
 

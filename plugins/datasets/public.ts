@@ -4,7 +4,7 @@
  */
 import type { RawBuilder } from 'kysely';
 import { z } from 'zod';
-import { pluginServiceRef, type Principal } from '../../kernel/plugin-api.ts';
+import { pluginServiceRef, type Maybe, type Principal } from '../../kernel/plugin-api.ts';
 import type { DataColumn, DataColumnType, GovernedDataset } from '../../storage/index.ts';
 
 /** The capability to see every row of every dataset, whatever its row policies. */
@@ -82,8 +82,8 @@ export interface NewDatasetInput {
 }
 
 export interface DatasetCatalog {
-  /** The dataset if it belongs to the organization, else a 404 problem. */
-  get(orgId: number, id: number): Promise<DatasetInfo>;
+  /** The dataset if it belongs to the organization, else a 404 problem; at hand (not a promise) when kept in memory, so `await` it. */
+  get(orgId: number, id: number): Maybe<DatasetInfo>;
   /**
    * Creates a dataset in a project exactly as `POST /api/datasets` does (same checks, each problem
    * naming the field under `body`: a bad name or column 400, a name taken 409, no such project
@@ -105,9 +105,10 @@ export interface DatasetCatalog {
   table(dataset: DatasetInfo): RawBuilder<unknown>;
   /**
    * The rows the caller may read under the dataset's row policies: a condition on the dataset's
-   * table (null: every row) and a key naming that scope, for caches.
+   * table (null: every row) and a key naming that scope, for caches. At hand (not a promise) when
+   * the policies and the caller's groups are in memory.
    */
-  scope(principal: Principal, dataset: DatasetInfo): Promise<{ condition: RawBuilder<boolean> | null; key: string }>;
+  scope(principal: Principal, dataset: DatasetInfo): Maybe<{ condition: RawBuilder<boolean> | null; key: string }>;
   /** Whether the caller sees the values of PII columns (`datasets.pii.read`). */
   seesPii(principal: Principal): boolean;
   /**

@@ -1,5 +1,5 @@
 import { sql, type RawBuilder } from 'kysely';
-import { actingUser, problems, type Principal, type ServiceType, type kernelServices } from '../../kernel/plugin-api.ts';
+import { actingUser, andThen, problems, type Maybe, type Principal, type ServiceType, type kernelServices } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import type { Dataset } from './dataset-store.ts';
 import { columnLookup, compileFilter } from './filters.ts';
@@ -21,8 +21,11 @@ export interface RowScope {
   key: string;
 }
 
-/** Holders see every row whatever the policies (platform admins hold every capability). */
 const NOTHING = sql<boolean>`1 = 0`;
+/** Holders of the bypass, and readers of a dataset without policies, see every row (platform admins hold every capability). */
+const EVERY_ROW: RowScope = Object.freeze({ condition: null, key: 'all' });
+/** A caller in none of the policies' groups sees no row. */
+const NO_ROW: RowScope = Object.freeze({ condition: NOTHING, key: 'none' });
 
 /** Datasets whose compiled policies are kept at most; the oldest go first. */
 const COMPILED_KEPT = 5_000;
@@ -80,35 +83,41 @@ export class RowPolicies {
     if (Number(removed.numDeletedRows) === 0) throw problems.notFound(`no row policy ${id} on dataset ${dataset.id}`);
   }
 
-  async scope(principal: Principal, dataset: Dataset): Promise<RowScope> {
-    if (principal.capabilities.has(ROW_POLICY_BYPASS)) return { condition: null, key: 'all' };
-    const { policies } = await this.compiledFor(dataset);
-    if (policies.length === 0) return { condition: null, key: 'all' };
-    // The groups of the user who acts (a run: the user it acts for); an API key is in none, so it sees nothing a policy guards.
-    const user = actingUser(principal);
-    const mine = new Set(user ? (await this.identity.groupsOf(user.userId, dataset.org_id)).map((g) => g.id) : []);
-    const applicable = policies.filter((p) => mine.has(p.groupId));
-    if (applicable.length === 0) return { condition: NOTHING, key: 'none' };
-    return { condition: sql<boolean>`(${sql.join(applicable.map((p) => p.condition), sql` or `)})`, key: `policies:${applicable.map((p) => p.id).join(',')}` };
+  scope(principal: Principal, dataset: Dataset): Maybe<RowScope> {
+    if (principal.capabilities.has(ROW_POLICY_BYPASS)) return EVERY_ROW;
+    return andThen(this.compiledFor(dataset), ({ policies }) => {
+      if (policies.length === 0) return EVERY_ROW;
+      // The groups of the user who acts (a run: the user it acts for); an API key is in none, so it sees nothing a policy guards.
+      const user = actingUser(principal);
+      if (!user) return NO_ROW;
+      return andThen(this.identity.groupsOf(user.userId, dataset.org_id), (groups) => {
+        const applicable = policies.filter((p) => groups.some((g) => g.id === p.groupId));
+        if (applicable.length === 0) return NO_ROW;
+        return { condition: sql<boolean>`(${sql.join(applicable.map((p) => p.condition), sql` or `)})`, key: `policies:${applicable.map((p) => p.id).join(',')}` };
+      });
+    });
   }
 
-  private async compiledFor(dataset: Dataset): Promise<CompiledPolicies> {
-    const counter = await this.storage.changeCounter(ROW_POLICIES_COUNTER);
-    if (counter !== this.counter) {
-      this.compiled.clear();
-      this.counter = counter;
-    }
-    const datasetState = `${dataset.version}@${dataset.updated_at}`;
-    const cached = this.compiled.get(dataset.id);
-    if (cached?.datasetState === datasetState) return cached;
-    const compiled = { datasetState, policies: this.compile(dataset, await this.list(dataset)) };
-    // Kept only if no policy changed while they were read (a newer counter cleared the cache).
-    if (this.counter === counter) {
-      this.compiled.delete(dataset.id);
-      if (this.compiled.size >= COMPILED_KEPT) this.compiled.delete(this.compiled.keys().next().value!);
-      this.compiled.set(dataset.id, compiled);
-    }
-    return compiled;
+  private compiledFor(dataset: Dataset): Maybe<CompiledPolicies> {
+    return andThen(this.storage.changeCounter(ROW_POLICIES_COUNTER), (counter) => {
+      if (counter !== this.counter) {
+        this.compiled.clear();
+        this.counter = counter;
+      }
+      const datasetState = `${dataset.version}@${dataset.updated_at}`;
+      const cached = this.compiled.get(dataset.id);
+      if (cached?.datasetState === datasetState) return cached;
+      return this.list(dataset).then((listed) => {
+        const compiled = { datasetState, policies: this.compile(dataset, listed) };
+        // Kept only if no policy changed while they were read (a newer counter cleared the cache).
+        if (this.counter === counter) {
+          this.compiled.delete(dataset.id);
+          if (this.compiled.size >= COMPILED_KEPT) this.compiled.delete(this.compiled.keys().next().value!);
+          this.compiled.set(dataset.id, compiled);
+        }
+        return compiled;
+      });
+    });
   }
 
   private compile(dataset: Dataset, policies: RowPolicy[]): CompiledPolicies['policies'] {

@@ -145,7 +145,7 @@ async function importDatasets(
   const existing = new Map<string, DatasetInfo>();
   for (const [uniqueId, id] of previous) {
     if (!importable.some((r) => r.uniqueId === uniqueId)) continue;
-    const dataset = await deps.catalog.get(orgId, id).catch(() => null);
+    const dataset = await Promise.resolve(deps.catalog.get(orgId, id)).catch(() => null);
     if (dataset) existing.set(uniqueId, dataset);
   }
   const others = await deps.catalog.findByNames(orgId, [...new Set(importable.flatMap((r) => candidateNames(r, 12)))]);

@@ -83,7 +83,7 @@ export default definePlugin({
     async function check(orgId: number, fields: JobFields): Promise<void> {
       if (!(await projects.exists(orgId, fields.project_id))) throw problems.unprocessable(`project ${fields.project_id} does not exist in this organization`, [{ path: 'body.project_id', message: 'no such project' }]);
       for (const [i, id] of fields.targets.entries()) {
-        await catalog.get(orgId, id).catch(() => {
+        await Promise.resolve(catalog.get(orgId, id)).catch(() => {
           throw problems.unprocessable(`dataset ${id} does not exist in this organization`, [{ path: `body.targets.${i}`, message: 'no such dataset' }]);
         });
       }

@@ -30,7 +30,7 @@ export class LineageReader {
 
   dataset(id: number): Promise<DatasetInfo | null> {
     let dataset = this.datasets.get(id);
-    if (!dataset) this.datasets.set(id, (dataset = this.catalog.get(this.orgId, id).catch(() => null)));
+    if (!dataset) this.datasets.set(id, (dataset = Promise.resolve(this.catalog.get(this.orgId, id)).catch(() => null)));
     return dataset;
   }
 

@@ -284,7 +284,7 @@ export class PipelineRunner implements PipelineRuns {
         continue;
       }
       for (const input of graph.recipes.get(recipeId)!.inputs) {
-        const version = await this.catalog.get(orgId, input).then((d) => d.version, () => null);
+        const version = await Promise.resolve(this.catalog.get(orgId, input)).then((d) => d.version, () => null);
         if (version === null || last[String(input)] !== version) needed.add(recipeId);
       }
     }

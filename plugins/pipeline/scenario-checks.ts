@@ -27,7 +27,7 @@ export class ScenarioChecks {
     for (const [i, trigger] of fields.triggers.entries()) {
       if (trigger.type !== 'dataset_changed') continue;
       for (const [j, id] of trigger.datasets.entries()) {
-        await this.catalog.get(orgId, id).catch(() => {
+        await Promise.resolve(this.catalog.get(orgId, id)).catch(() => {
           throw problems.unprocessable(`dataset ${id} does not exist in this organization`, [{ path: `body.triggers.${i}.datasets.${j}`, message: 'no such dataset' }]);
         });
       }

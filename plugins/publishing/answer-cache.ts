@@ -1,4 +1,4 @@
-import { actingUserId, type Principal } from '../../kernel/plugin-api.ts';
+import { actingUserId, andThen, JsonText, type Maybe } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog, DatasetInfo } from '../datasets/public.ts';
 import type { GovernedSql } from '../sql/public.ts';
 import type { CallInput, EndpointContext } from './call-input.ts';
@@ -8,7 +8,8 @@ import type { Endpoint } from './endpoints.ts';
 export const ANSWER_CACHE_BYTES = 64 * 1024 * 1024;
 
 interface Entry {
-  answer: unknown;
+  /** The answer as its JSON text: serialized once, when kept (its size is counted from it anyway). */
+  answer: JsonText;
   bytes: number;
   expiresAt: number;
 }
@@ -36,9 +37,12 @@ export class AnswerCache {
     private readonly budgetBytes = ANSWER_CACHE_BYTES,
   ) {}
 
-  async answer(service: { id: number; updated_at: string }, endpoint: Endpoint, input: CallInput, context: EndpointContext, run: () => Promise<unknown>): Promise<unknown> {
+  answer(service: { id: number; updated_at: string }, endpoint: Endpoint, input: CallInput, context: EndpointContext, run: () => Promise<unknown>): Maybe<unknown> {
     if (!cacheable(endpoint)) return run();
-    const key = await this.keyOf(service, endpoint, input, context);
+    return andThen(this.keyOf(service, endpoint, input, context), (key) => this.lookup(key, endpoint, run));
+  }
+
+  private lookup(key: string, endpoint: CacheableEndpoint, run: () => Promise<unknown>): Maybe<unknown> {
     const hit = this.entries.get(key);
     if (hit && hit.expiresAt > Date.now()) {
       // Moved to the end: the map's order is the order of last use.
@@ -49,37 +53,38 @@ export class AnswerCache {
     if (hit) this.forget(key, hit);
     const pending = this.running.get(key);
     if (pending) return pending;
-    const computing = run().then((answer) => {
-      this.keep(key, answer, endpoint.config.cache_ttl_s);
-      return answer;
-    });
+    const computing = run()
+      .then((answer) => {
+        this.keep(key, answer, endpoint.config.cache_ttl_s);
+        return answer;
+      })
+      .finally(() => this.running.delete(key));
     this.running.set(key, computing);
-    try {
-      return await computing;
-    } finally {
-      this.running.delete(key);
+    return computing;
+  }
+
+  /** The answer's cache key; at hand when the dataset and the publisher's row scope are in memory. */
+  private keyOf(service: { id: number; updated_at: string }, endpoint: CacheableEndpoint, input: CallInput, context: EndpointContext): Maybe<string> {
+    const { publisher, orgId } = context;
+    if (endpoint.kind === 'lookup') {
+      return andThen(this.deps.catalog.get(orgId, endpoint.config.dataset_id), (dataset) =>
+        andThen(this.deps.catalog.scope(publisher, dataset), (scope) => keyFor(service, endpoint, input, context, [stateOf(dataset, scope)])),
+      );
     }
-  }
-
-  private async keyOf(service: { id: number; updated_at: string }, endpoint: CacheableEndpoint, input: CallInput, context: EndpointContext): Promise<string> {
-    const datasets = endpoint.kind === 'lookup' ? [await this.deps.catalog.get(context.orgId, endpoint.config.dataset_id)] : await this.deps.sql.reads({ sql: endpoint.config.query }, context.orgId);
-    const reads = await Promise.all(datasets.map((dataset) => this.stateOf(context.publisher, dataset)));
-    const { publisher } = context;
-    return JSON.stringify([service.id, service.updated_at, endpoint.name, actingUserId(publisher), publisher.capabilities.has('datasets.pii.read'), reads, context.fixed, input.source, input.values]);
-  }
-
-  /** A dataset as the answer read it: its version and the rows the publisher sees of it. */
-  private async stateOf(publisher: Principal, dataset: DatasetInfo): Promise<string> {
-    const scope = await this.deps.catalog.scope(publisher, dataset);
-    return `${dataset.id}@${dataset.version}:${scope.key}`;
+    return this.deps.sql.reads({ sql: endpoint.config.query }, orgId).then(async (datasets) => {
+      const reads: string[] = [];
+      for (const dataset of datasets) reads.push(stateOf(dataset, await this.deps.catalog.scope(publisher, dataset)));
+      return keyFor(service, endpoint, input, context, reads);
+    });
   }
 
   private keep(key: string, answer: unknown, ttlSeconds: number): void {
-    const bytes = JSON.stringify(answer).length * 2;
+    const json = new JsonText(answer);
+    const bytes = json.text.length * 2;
     if (bytes > this.budgetBytes / 16) return; // one answer never takes a sixteenth of the budget
     const previous = this.entries.get(key);
     if (previous) this.forget(key, previous);
-    this.entries.set(key, { answer, bytes, expiresAt: Date.now() + ttlSeconds * 1000 });
+    this.entries.set(key, { answer: json, bytes, expiresAt: Date.now() + ttlSeconds * 1000 });
     this.bytes += bytes;
     for (const [oldest, entry] of this.entries) {
       if (this.bytes <= this.budgetBytes) break;
@@ -91,4 +96,12 @@ export class AnswerCache {
     this.entries.delete(key);
     this.bytes -= entry.bytes;
   }
+}
+
+/** A dataset as an answer read it: its version and the rows the publisher sees of it (its row scope). */
+const stateOf = (dataset: DatasetInfo, scope: { key: string }) => `${dataset.id}@${dataset.version}:${scope.key}`;
+
+/** Everything an answer depends on, as one string: the service as it is, the endpoint, the publisher and whether PII reads in clear for them, the datasets read, the key's fixed inputs and the caller's. */
+function keyFor(service: { id: number; updated_at: string }, endpoint: Endpoint, input: CallInput, { publisher, fixed }: EndpointContext, reads: string[]): string {
+  return JSON.stringify([service.id, service.updated_at, endpoint.name, actingUserId(publisher), publisher.capabilities.has('datasets.pii.read'), reads, fixed, input.source, input.values]);
 }

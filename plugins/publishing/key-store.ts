@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { ChangeCountedCache, problems, type ApiKeyGrant } from '../../kernel/plugin-api.ts';
+import { andThen, ChangeCountedCache, problems, type ApiKeyGrant, type Maybe } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import { PUBLISHING_COUNTER } from './migrations.ts';
 
@@ -47,6 +47,11 @@ export class KeyStore {
   private readonly byId: ChangeCountedCache<string, KeyRecord | undefined>;
   /** When this instance last stamped each key's last_used_at (the cached record's value ages). */
   private readonly stampedAt = new Map<number, number>();
+  /**
+   * The grant of each cached key record, one object as long as the record is kept (the kernel keeps
+   * the principal it makes of a grant by the grant), with the key's expiry as a number.
+   */
+  private readonly grants = new WeakMap<KeyRecord, { grant: ApiKeyGrant; expiresAtMs: number | null }>();
 
   constructor(
     private readonly storage: Storage,
@@ -109,7 +114,7 @@ export class KeyStore {
   }
 
   /** The key as a call sees it (from memory until services or keys change): what it may call, with which locked inputs. */
-  callerOf(orgId: number, id: number): Promise<KeyRecord | undefined> {
+  callerOf(orgId: number, id: number): Maybe<KeyRecord | undefined> {
     return this.byId.get(`${orgId}:${id}`, () => this.get(orgId, id));
   }
 
@@ -127,21 +132,34 @@ export class KeyStore {
    * Keys are read from memory until services or keys change (a revocation moves the counter: the
    * next call is refused on every instance); expiry is checked on every call.
    */
-  async authenticate(secret: string): Promise<ApiKeyGrant | null> {
+  authenticate(secret: string): Maybe<ApiKeyGrant | null> {
     const hash = this.hmac(secret);
-    const key = await this.byHash.get(hash, async () => {
+    const key = this.byHash.get(hash, async () => {
       const row = await this.storage.db.selectFrom('publishing_keys').selectAll().where('key_hash', '=', hash).executeTakeFirst();
       return row ? this.decode(row) : null;
     });
-    if (!key || key.revoked_at !== null) return null;
-    const now = Date.now();
-    if (key.expires_at !== null && Date.parse(key.expires_at) <= now) return null;
-    const stamped = this.stampedAt.get(key.id) ?? (key.last_used_at === null ? 0 : Date.parse(key.last_used_at));
-    if (stamped < now - LAST_USED_RESOLUTION_MS) {
-      this.stampedAt.set(key.id, now);
-      await this.storage.db.updateTable('publishing_keys').set({ last_used_at: new Date(now).toISOString() }).where('id', '=', key.id).execute();
-    }
-    // A key carries no capability: what it may call is its service's endpoints, checked by the service path.
-    return { keyId: key.id, name: key.name, orgId: key.org_id, capabilities: [], allowed: key.allowed_endpoints };
+    return andThen(key, (found) => this.grantOf(found));
   }
+
+  private grantOf(key: KeyRecord | null): Maybe<ApiKeyGrant | null> {
+    if (!key || key.revoked_at !== null) return null;
+    let known = this.grants.get(key);
+    if (!known) {
+      // A key carries no capability: what it may call is its service's endpoints, checked by the service path.
+      const grant = { keyId: key.id, name: key.name, orgId: key.org_id, capabilities: [], allowed: key.allowed_endpoints };
+      this.grants.set(key, (known = { grant, expiresAtMs: key.expires_at === null ? null : Date.parse(key.expires_at) }));
+    }
+    const now = Date.now();
+    if (known.expiresAtMs !== null && known.expiresAtMs <= now) return null;
+    const stamped = this.stampedAt.get(key.id) ?? (key.last_used_at === null ? 0 : Date.parse(key.last_used_at));
+    if (stamped >= now - LAST_USED_RESOLUTION_MS) return known.grant;
+    this.stampedAt.set(key.id, now);
+    return this.storage.db
+      .updateTable('publishing_keys')
+      .set({ last_used_at: new Date(now).toISOString() })
+      .where('id', '=', key.id)
+      .execute()
+      .then(() => known.grant);
+  }
+
 }

@@ -103,7 +103,7 @@ async function sqlRow(config: SqlEndpoint['config'], orgId: number, seesPii: boo
 /** A `lookup` endpoint: one key (query string or JSON body) or a batch, rows typed from the dataset's columns answered; none when its dataset is gone (calls answer 422). */
 async function lookupOperations(endpoint: LookupEndpoint, fixed: FixedParams, orgId: number, seesPii: boolean, catalog: DatasetCatalog): Promise<Record<string, Operation> | null> {
   const { config } = endpoint;
-  const dataset = await catalog.get(orgId, config.dataset_id).catch((err) => {
+  const dataset = await Promise.resolve(catalog.get(orgId, config.dataset_id)).catch((err) => {
     // A dataset gone: calls answer 422, and there are no columns to describe.
     if (err instanceof HttpProblem && err.status === 404) return null;
     throw err;

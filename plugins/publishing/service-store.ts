@@ -1,4 +1,4 @@
-import { ChangeCountedCache, problems, type StoredActor } from '../../kernel/plugin-api.ts';
+import { ChangeCountedCache, problems, type Maybe, type StoredActor } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import type { Endpoint } from './endpoints.ts';
 import { PUBLISHING_COUNTER } from './migrations.ts';
@@ -86,7 +86,7 @@ export class ServiceStore {
   }
 
   /** The service a call names by its key, whatever its organization or status (from memory until services or keys change). */
-  byKey(key: string): Promise<ApiService | undefined> {
+  byKey(key: string): Maybe<ApiService | undefined> {
     return this.byKeyKnown.get(key, async () => {
       const row = await this.storage.db.selectFrom('publishing_services').selectAll().where('key', '=', key).executeTakeFirst();
       return row && this.decode(row);

@@ -1,12 +1,18 @@
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
+import type { Maybe } from '../../kernel/plugin-api.ts';
 import type { EndpointCall } from './calls.ts';
 import { LATENCY_BUCKETS, latencyBucket } from './latency-histogram.ts';
 import type { ApiService } from './service-store.ts';
 import type { MinuteTally, UsageStore } from './usage-store.ts';
 
-/** The service path's call, telling `found` the service once the call's key is found to be one of its keys. */
-export type CountableCall = (call: EndpointCall, found: (service: ApiService) => void) => Promise<unknown>;
+/** Where the service path notes the service of a call, once the call's key is found to be one of its keys. */
+export interface FoundService {
+  service?: ApiService;
+}
+
+/** The service path's call, noting its service in `found`; its answer at hand when it was in memory. */
+export type CountableCall = (call: EndpointCall, found: FoundService) => Maybe<unknown>;
 
 const MINUTE_MS = 60_000;
 const tallyId = (serviceId: number, keyId: number, minute: number, endpoint: string | null) => `${serviceId} ${keyId} ${minute} ${endpoint ?? ''}`;
@@ -31,23 +37,37 @@ export class UsageRecorder {
   }
 
   /** `call`, counting each call whose service it found: the answer or the problem, and the time from the call to either. */
-  counted(call: CountableCall): (call: EndpointCall) => Promise<unknown> {
-    return async (endpointCall) => {
+  counted(call: CountableCall): (call: EndpointCall) => Maybe<unknown> {
+    return (endpointCall) => {
       const started = performance.now();
-      let service: ApiService | undefined;
-      const found = (s: ApiService) => void (service = s);
+      const found: FoundService = {};
+      let answer: Maybe<unknown>;
       try {
-        const answer = await call(endpointCall, found);
-        if (service) this.count(service, endpointCall, performance.now() - started, false);
-        return answer;
+        answer = call(endpointCall, found);
       } catch (err) {
-        if (service) this.count(service, endpointCall, performance.now() - started, true);
+        this.count(found, endpointCall, started, true);
         throw err;
       }
+      if (!(answer instanceof Promise)) {
+        this.count(found, endpointCall, started, false);
+        return answer;
+      }
+      return answer.then(
+        (value) => {
+          this.count(found, endpointCall, started, false);
+          return value;
+        },
+        (err: unknown) => {
+          this.count(found, endpointCall, started, true);
+          throw err;
+        },
+      );
     };
   }
 
-  private count(service: ApiService, call: EndpointCall, ms: number, failed: boolean): void {
+  private count({ service }: FoundService, call: EndpointCall, started: number, failed: boolean): void {
+    if (!service) return;
+    const ms = performance.now() - started;
     const now = Date.now();
     const minute = now - (now % MINUTE_MS);
     const keyId = Number(call.principal.keyId);

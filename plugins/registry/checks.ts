@@ -44,7 +44,7 @@ export function checkColumns(catalog: DatasetCatalog, principal: Principal, data
 /** A training request checked against the project, the dataset and the algorithm: answers the dataset and the features with their types. */
 export async function checkTraining(catalog: DatasetCatalog, projects: ProjectCatalog, principal: Principal, orgId: number, body: TrainInput): Promise<{ dataset: DatasetInfo; features: Feature[] }> {
   if (!(await projects.exists(orgId, body.project_id))) throw problems.unprocessable(`project ${body.project_id} does not exist in this organization`, [{ path: 'body.project_id', message: 'no such project' }]);
-  const dataset = await catalog.get(orgId, body.dataset_id).catch(() => {
+  const dataset = await Promise.resolve(catalog.get(orgId, body.dataset_id)).catch(() => {
     throw problems.unprocessable(`dataset ${body.dataset_id} does not exist in this organization`, [{ path: 'body.dataset_id', message: 'no such dataset' }]);
   });
   const only = ONLY_TASK[body.algorithm];

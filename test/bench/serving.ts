@@ -23,8 +23,10 @@ const MODEL_ROWS_PER_CALL = 100;
 const TRAINING_ROWS = 5_000;
 const HOT_ID = 424_242;
 
-const CASES = ['lookup_cached', 'lookup_uncached', 'batch_of_100_uncached', 'model_100_rows'] as const;
-type CaseName = (typeof CASES)[number];
+const ALL_CASES = ['lookup_cached', 'lookup_uncached', 'batch_of_100_uncached', 'model_100_rows'] as const;
+type CaseName = (typeof ALL_CASES)[number];
+/** BENCH_SERVING_CASES=lookup_cached,… measures only those (a profile of one case, say); all by default. */
+const CASES = process.env.BENCH_SERVING_CASES ? ALL_CASES.filter((name) => process.env.BENCH_SERVING_CASES!.split(',').includes(name)) : ALL_CASES;
 interface CaseFigures {
   requests_per_s: number;
   p50_ms: number;
@@ -133,7 +135,7 @@ export async function benchServing(dialect: DialectName, kernel: BenchKernel, to
   };
   // Warm-up: JIT, pools, the cached answer and the model's first load.
   await measure({ url: koaUrl }, 1);
-  for (const load of Object.values(cases)) await measure(load, 1);
+  for (const name of CASES) await measure(cases[name], 1);
 
   const rounds: Record<string, Awaited<ReturnType<typeof measure>> & { ratio_vs_koa: number }>[] = [];
   const baselines: Awaited<ReturnType<typeof measure>>[] = [];
@@ -141,8 +143,8 @@ export async function benchServing(dialect: DialectName, kernel: BenchKernel, to
     const koa = await measure({ url: koaUrl });
     baselines.push(koa);
     const round: (typeof rounds)[number] = {};
-    for (const [name, load] of Object.entries(cases)) {
-      const result = await measure(load);
+    for (const name of CASES) {
+      const result = await measure(cases[name]);
       round[name] = { ...result, ratio_vs_koa: ratio(result.requests_per_s, koa.requests_per_s) };
     }
     rounds.push(round);
@@ -153,15 +155,15 @@ export async function benchServing(dialect: DialectName, kernel: BenchKernel, to
       const middle = medianOf(rounds, (r) => r[name].ratio_vs_koa)[name];
       return [name, { ...middle, ratios_of_rounds: rounds.map((r) => r[name].ratio_vs_koa) }];
     }),
-  ) as Record<CaseName, CaseFigures>;
+  ) as Partial<Record<CaseName, CaseFigures>>;
   const direct = await directLookups(dialect, kernel.databaseUrl, big.table);
   return {
     dialect,
     koa: medianOf(baselines, (b) => b.requests_per_s),
     ...figures,
     direct_indexed_queries_per_s: direct,
-    lookups_per_s_in_batches: Math.round(figures.batch_of_100_uncached.requests_per_s * BATCH_KEYS),
-    predictions_per_s: Math.round(figures.model_100_rows.requests_per_s * MODEL_ROWS_PER_CALL),
+    lookups_per_s_in_batches: figures.batch_of_100_uncached && Math.round(figures.batch_of_100_uncached.requests_per_s * BATCH_KEYS),
+    predictions_per_s: figures.model_100_rows && Math.round(figures.model_100_rows.requests_per_s * MODEL_ROWS_PER_CALL),
     model: { algorithm: 'random_forest', trees: 50, training_rows: TRAINING_ROWS, rows_per_call: MODEL_ROWS_PER_CALL },
   };
 }
@@ -172,6 +174,7 @@ export type ServingFigures = Awaited<ReturnType<typeof benchServing>>;
 export function servingRows(f: ServingFigures): Record<string, { value: string }> {
   const rate = (name: CaseName) => {
     const c = f[name];
+    if (!c) return 'not measured (BENCH_SERVING_CASES)';
     return `${c.requests_per_s} req/s, p50 ${c.p50_ms} ms, p99 ${c.p99_ms} ms (×${c.ratio_vs_koa} of Koa; rounds ${c.ratios_of_rounds.join(', ')})`;
   };
   const d = f.dialect;

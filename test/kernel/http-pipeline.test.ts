@@ -56,6 +56,30 @@ describe.each(DIALECTS)('HTTP pipeline (%s)', (dialect) => {
       expect(loud.body).toEqual({ name: 'w', count: 1, mode: 'loud' });
     });
 
+    it('matches a path in any letter case and with a trailing slash, and decodes its parameters', async () => {
+      for (const route of ['/api/PROBE/Items/42', '/api/probe/items/42/', '/api/probe/items/%34%32']) {
+        const res = await t.request('GET', route);
+        expect(res.status, route).toBe(200);
+        expect(res.body, route).toEqual({ item_id: 42 });
+      }
+      // A parameter that does not decode is passed as sent, and its schema judges it.
+      expect(errorPaths(await t.request('GET', '/api/probe/items/%E0%A4%A'))).toEqual(['params.item_id']);
+    });
+
+    it('hands the query on as sent: a repeated name as the array of its values, in order', async () => {
+      const res = await t.request('GET', '/api/probe/query?tag=a&one=1&tag=b&tag=c&empty=&sp=a%20b+c');
+      expect(res.status, res.text).toBe(200);
+      expect(res.body.query).toEqual({ tag: ['a', 'b', 'c'], one: '1', empty: '', sp: 'a b c' });
+      // A name of Object's own is a name like any other: it never reaches the prototype.
+      const own = await t.request('GET', '/api/probe/query?constructor=x&toString=y&hasOwnProperty=z');
+      expect(own.body.query).toEqual({ constructor: 'x', toString: 'y', hasOwnProperty: 'z' });
+      expect((await t.request('GET', '/api/probe/query?__proto__=x&after=1')).body.query.after).toBe('1');
+      // Thousands of repeats of one name are one array, read in one pass.
+      const many = await t.request('GET', `/api/probe/query?${'r=1&'.repeat(3_000)}`);
+      expect(many.status).toBe(200);
+      expect(many.body.query.r).toHaveLength(3_000);
+    });
+
     it('coerces a valid path parameter', async () => {
       const res = await t.request('GET', '/api/probe/items/42');
       expect(res.status).toBe(200);

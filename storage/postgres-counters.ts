@@ -1,0 +1,73 @@
+import type pg from 'pg';
+import { FreshSharedRead } from './change-counters.ts';
+import { CounterFreshness, type WriteClock } from './write-clock.ts';
+
+/** Statements that change nothing another connection could see: no tick after them. */
+const CHANGES_NOTHING = /^\s*(select|begin)\b/i;
+
+type QueryMethod = (...args: unknown[]) => unknown;
+
+/**
+ * Ticks `clock` once each statement of `client` that may have written has ended (autocommitted, or
+ * the `commit` of its transaction), before its caller sees the result: a change counter read
+ * starting after a write of this process was answered always reads the value it left. A
+ * Submittable (COPY, a cursor) ticks nothing: those fill data tables and read, and no data table
+ * bumps a change counter.
+ */
+export function tickAfterWrites(client: pg.ClientBase, clock: WriteClock): void {
+  const target = client as unknown as { query: QueryMethod };
+  const query = target.query;
+  target.query = function (this: unknown, ...args: unknown[]) {
+    const [config] = args;
+    const text = typeof config === 'string' ? config : (config as { text?: unknown } | null)?.text;
+    if (typeof text !== 'string' || CHANGES_NOTHING.test(text)) return query.apply(this, args);
+    const last = args.length - 1;
+    const callback = args[last];
+    if (typeof callback === 'function') {
+      args[last] = (...results: unknown[]) => {
+        clock.tick();
+        return callback(...results);
+      };
+      return query.apply(this, args);
+    }
+    const result = query.apply(this, args);
+    return result instanceof Promise ? result.finally(() => clock.tick()) : result;
+  };
+}
+
+/**
+ * The change counters of a Postgres database, all read by one query and kept while no write of
+ * this process ended since and for at most OTHER_PROCESS_LAG_MS (the SQLite adapter's rule): a
+ * request answered from memory asks no query, and a change written through another instance or a
+ * console is seen within that lag. Callers needing a read share one in flight only if it started
+ * after they asked (FreshSharedRead).
+ */
+export class PostgresCounters {
+  private values: Map<string, number> | undefined;
+  private readonly freshness: CounterFreshness;
+  private readonly shared: FreshSharedRead<Map<string, number>>;
+
+  constructor(pool: pg.Pool, clock: WriteClock) {
+    this.freshness = new CounterFreshness(clock);
+    this.shared = new FreshSharedRead(async () => {
+      const stamp = this.freshness.stamp();
+      const { rows } = await pool.query<{ name: string; value: number }>({ name: 'change_counters', text: 'select name, value from change_counters' });
+      const values = new Map(rows.map((row) => [row.name, Number(row.value)]));
+      // Kept under the stamp taken before the query: a write ended meanwhile leaves it stale.
+      this.values = values;
+      this.freshness.hold(stamp);
+      return values;
+    });
+  }
+
+  get(counter: string): number | Promise<number> {
+    if (this.values && this.freshness.isFresh()) return valueOf(this.values, counter);
+    return this.shared.get().then((values) => valueOf(values, counter));
+  }
+}
+
+function valueOf(values: Map<string, number>, counter: string): number {
+  const value = values.get(counter);
+  if (value === undefined) throw new Error(`no change counter "${counter}" (no migration tracks it)`);
+  return value;
+}
