@@ -19,10 +19,10 @@ interface PatternRoute {
 const isParameter = (segment: string) => segment.startsWith('{');
 const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
-/** The first two segments of a path (`/api/datasets`), the bucket its routes live in. */
+/** The first two segments of a path (`/api/datasets`), the bucket its routes live in (lower-case: a bucket's routes match any case). */
 function bucketOf(path: string): string {
   const second = path.indexOf('/', path.indexOf('/', 1) + 1);
-  return (second === -1 ? path : path.slice(0, second)).toLowerCase();
+  return second === -1 ? path : path.slice(0, second);
 }
 
 /** A parameter's value decoded; text that does not decode is passed as sent (as @koa/router did). */
@@ -72,7 +72,7 @@ export class RouteTable {
       if (!segments.some(isParameter)) this.exact.set(`${entry.method.toUpperCase()} ${entry.path}`, entry.serve);
       // A parameter among the first two segments could match any bucket: then only `all` is sound.
       if (segments.slice(0, 3).some(isParameter)) bucketsAreSound = false;
-      const bucket = bucketOf(entry.path);
+      const bucket = bucketOf(entry.path).toLowerCase();
       if (!this.buckets.has(bucket)) this.buckets.set(bucket, []);
       this.buckets.get(bucket)!.push(this.all[i]);
     }
@@ -88,7 +88,9 @@ export class RouteTable {
       withParams.params = {};
       return exact(ctx, unreachable);
     }
-    const candidates = this.buckets.get(bucketOf(path)) ?? this.all;
+    // Paths come in lower case as a rule: their bucket is found without lower-casing it first.
+    const bucket = bucketOf(path);
+    const candidates = this.buckets.get(bucket) ?? this.buckets.get(bucket.toLowerCase()) ?? this.all;
     for (const route of candidates) {
       if (route.method !== method) continue;
       const match = route.pattern.exec(path);

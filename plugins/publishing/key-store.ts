@@ -51,7 +51,7 @@ export class KeyStore {
    * The grant of each cached key record, one object as long as the record is kept (the kernel keeps
    * the principal it makes of a grant by the grant), with the key's expiry as a number.
    */
-  private readonly grants = new WeakMap<KeyRecord, { grant: ApiKeyGrant; expiresAtMs: number | null }>();
+  private readonly grants = new WeakMap<KeyRecord, { grant: ApiKeyGrant; expiresAtMs: number | null; lastUsedMs: number }>();
 
   constructor(
     private readonly storage: Storage,
@@ -147,11 +147,12 @@ export class KeyStore {
     if (!known) {
       // A key carries no capability: what it may call is its service's endpoints, checked by the service path.
       const grant = { keyId: key.id, name: key.name, orgId: key.org_id, capabilities: [], allowed: key.allowed_endpoints };
-      this.grants.set(key, (known = { grant, expiresAtMs: key.expires_at === null ? null : Date.parse(key.expires_at) }));
+      const lastUsedMs = key.last_used_at === null ? 0 : Date.parse(key.last_used_at);
+      this.grants.set(key, (known = { grant, expiresAtMs: key.expires_at === null ? null : Date.parse(key.expires_at), lastUsedMs }));
     }
     const now = Date.now();
     if (known.expiresAtMs !== null && known.expiresAtMs <= now) return null;
-    const stamped = this.stampedAt.get(key.id) ?? (key.last_used_at === null ? 0 : Date.parse(key.last_used_at));
+    const stamped = this.stampedAt.get(key.id) ?? known.lastUsedMs;
     if (stamped >= now - LAST_USED_RESOLUTION_MS) return known.grant;
     this.stampedAt.set(key.id, now);
     return this.storage.db
