@@ -83,6 +83,8 @@ export const settingsSchema = z.object({
   API_KEY_RATE_LIMIT_PER_MIN: integer(0),
   /** How often each instance adds the API Service usage it counted to the database: a crash loses at most this much of it. */
   API_USAGE_FLUSH_MS: integer(5_000, 10),
+  /** Days of API Service usage kept; older minutes are deleted (0 keeps them all). */
+  API_USAGE_RETENTION_DAYS: integer(90),
   /** Where rate-limit counters live; default: `database` on Postgres (instances share them), `memory` on SQLite. */
   RATE_LIMIT_STORE: z.enum(['memory', 'database']).optional(),
   CORS_ALLOWED_ORIGINS: list(),

@@ -49,7 +49,7 @@ export default definePlugin({
     ctx.contribute(apiKeyAuthenticators, { id: 'publishing', prefix: DATA_KEY_PREFIX, authenticate: (key) => keys.authenticate(key) });
     const run = endpointRunner({ catalog, sql, models });
     const usage = new UsageStore(storage);
-    const recorder = new UsageRecorder(usage, config.API_USAGE_FLUSH_MS, logger);
+    const recorder = new UsageRecorder(usage, config.API_USAGE_FLUSH_MS, logger, config.API_USAGE_RETENTION_DAYS);
     ctx.onDispose(() => recorder.stop());
     ctx.provideService(apiServiceCalls, { call: recorder.counted(endpointCalls({ services, keys, delegation, rateLimits, run, answers: new AnswerCache({ catalog, sql }) })), openapi: serviceDocuments({ services, keys, delegation, catalog, sql, models }) });
     return { routes: [...apiServiceRoutes({ services, keys, catalog, projects: ctx.useService(projectCatalog), sql, models }), ...usageRoutes({ services, usage }), ...dryRunRoutes({ services, run }), ...assetRoutes(assets)] };

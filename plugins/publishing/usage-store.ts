@@ -75,6 +75,11 @@ export class UsageStore {
     });
   }
 
+  /** Deletes the usage of the minutes starting before `before` (epoch ms), every service's. */
+  async prune(before: number): Promise<void> {
+    await this.storage.db.deleteFrom('publishing_usage').where('minute', '<', before).execute();
+  }
+
   /** Per key and endpoint, the calls of service `serviceId` in the minutes starting in [since, until). */
   async read(serviceId: number, since: number, until: number): Promise<UsageLine[]> {
     const rows = await this.storage.db

@@ -15,6 +15,9 @@ export interface FoundService {
 export type CountableCall = (call: EndpointCall, found: FoundService) => Maybe<unknown>;
 
 const MINUTE_MS = 60_000;
+const DAY_MS = 86_400_000;
+/** How often an instance deletes the usage older than its retention (and at its first flush). */
+const PRUNE_EVERY_MS = 3_600_000;
 const tallyId = (serviceId: number, keyId: number, minute: number, endpoint: string | null) => `${serviceId} ${keyId} ${minute} ${endpoint ?? ''}`;
 
 /**
@@ -26,11 +29,14 @@ export class UsageRecorder {
   private pending = new Map<string, MinuteTally>();
   private flushing: Promise<void> | undefined;
   private readonly timer: NodeJS.Timeout;
+  private prunedAt = 0;
 
+  /** `retentionDays`: days of usage kept (0: all of it). */
   constructor(
     private readonly store: UsageStore,
     flushEveryMs: number,
     private readonly logger: Logger,
+    private readonly retentionDays = 0,
   ) {
     this.timer = setInterval(() => void this.flush(), flushEveryMs);
     this.timer.unref();
@@ -89,6 +95,7 @@ export class UsageRecorder {
   }
 
   private async write(): Promise<void> {
+    await this.pruneWhenDue();
     if (!this.pending.size) return;
     const tallies = [...this.pending.values()];
     this.pending = new Map();
@@ -97,6 +104,18 @@ export class UsageRecorder {
     } catch (err) {
       for (const tally of tallies) this.restore(tally);
       this.logger.warn({ err }, 'API Service usage could not be written; kept for the next flush');
+    }
+  }
+
+  /** Deletes the usage older than the retention, at the first flush and then every PRUNE_EVERY_MS; a failure is tried again at the next due time. */
+  private async pruneWhenDue(): Promise<void> {
+    const now = Date.now();
+    if (this.retentionDays <= 0 || now - this.prunedAt < PRUNE_EVERY_MS) return;
+    this.prunedAt = now;
+    try {
+      await this.store.prune(now - this.retentionDays * DAY_MS);
+    } catch (err) {
+      this.logger.warn({ err }, 'API Service usage older than its retention could not be deleted; tried again within the hour');
     }
   }
 

@@ -171,6 +171,25 @@ describe.each(DIALECTS)('API Service usage (%s)', (dialect) => {
     expect(both.body.items.filter((i) => i.key_id === keyC.id).map((i) => [i.endpoint, i.calls, i.errors])).toEqual([['customer', 4, 0]]);
   });
 
+  it('deletes the minutes older than API_USAGE_RETENTION_DAYS (90), each instance at its first flush', async () => {
+    const DAY = 86_400_000;
+    const minuteOf = (ms: number) => ms - (ms % 60_000);
+    const old = minuteOf(Date.now() - 100 * DAY);
+    const recent = minuteOf(Date.now() - 10 * DAY);
+    await t.kernel.storage.db
+      .insertInto('publishing_usage')
+      .values([old, recent].map((minute, i) => ({ service_id: serviceId, minute, key_id: keyA.id, endpoint: 'customer', bucket: 0, calls: 1000 + i, errors: 0, last_call_at: minute })))
+      .execute();
+    const window = () => read(`?since=${new Date(Date.now() - 200 * DAY).toISOString()}`);
+    const before = (await window()).body.totals.calls;
+    // A new instance prunes at its first flush (this one did at its own, before the rows were there).
+    await t.peer();
+    const after = await until(window, (res) => res.body.totals.calls === before - 1000);
+    expect(after.body.totals.calls, after.text).toBe(before - 1000);
+    const rows = await t.kernel.storage.db.selectFrom('publishing_usage').select('minute').where('service_id', '=', serviceId).where('minute', '<', minuteOf(Date.now() - DAY)).execute();
+    expect(rows.map((row) => Number(row.minute))).toEqual([recent]);
+  });
+
   it('goes with its service: deleting the service deletes its usage', async () => {
     const projectId = (await t.request('POST', '/api/projects', { body: { key: 'GONE', name: 'Gone' } })).body.id;
     const service = await t.request('POST', BASE, { body: { project_id: projectId, name: 'Gone', key: 'usage-gone', endpoints: [{ name: 'f', kind: 'function', config: {} }] } });
