@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { definePlugin, defineRoute, identitySchemas as s, problems } from '../../kernel/plugin-api.ts';
+import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems } from '../../kernel/plugin-api.ts';
 import { datasetCatalog } from '../datasets/public.ts';
 import { pipelineGraph } from '../pipeline/public.ts';
 import { ColumnLineage, LineageReader } from './column-lineage.ts';
@@ -19,11 +19,12 @@ const direction = z.enum(['upstream', 'downstream', 'both']).default('both');
  * other plugins contribute to `lineage.consumers`).
  */
 export default definePlugin({
-  deps: {},
-  init: (_services, ctx) => {
+  deps: { enablement: kernelServices.pluginEnablement },
+  init: ({ enablement }, ctx) => {
     const graph = ctx.useService(pipelineGraph);
     const catalog = ctx.useService(datasetCatalog);
     const sources = new Set<ConsumerSource>();
+    const offered = (pluginId: string, orgId: number) => enablement.isEnabled(pluginId, orgId);
     ctx.provideExtensionPoint(lineageConsumers, ({ value, pluginId }) => {
       const source = { pluginId, source: value };
       sources.add(source);
@@ -34,7 +35,7 @@ export default definePlugin({
       await catalog.get(orgId, datasetId);
       return LineageReader.open(orgId, graph, catalog);
     };
-    ctx.provideService(lineageService, { impact: async (orgId, datasetId, columns) => impactOf(await readerFor(orgId, datasetId), sources, datasetId, columns) });
+    ctx.provideService(lineageService, { impact: async (orgId, datasetId, columns) => impactOf(await readerFor(orgId, datasetId), sources, offered, datasetId, columns) });
 
     const base = { security: 'bearer', orgScoped: true, capability: 'datasets.read' } as const;
     return {
@@ -101,7 +102,7 @@ export default definePlugin({
             const known = await reader.columnsOf(params.id);
             const unknown = query.columns?.find((name) => !known.includes(name));
             if (unknown !== undefined) throw problems.badRequest(`dataset ${params.id} has no column "${unknown}"`, [{ path: 'query.columns', message: `no column "${unknown}"` }]);
-            return impactOf(reader, sources, params.id, query.columns && [...new Set(query.columns)]);
+            return impactOf(reader, sources, offered, params.id, query.columns && [...new Set(query.columns)]);
           },
         }),
       ],

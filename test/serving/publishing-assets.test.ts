@@ -194,6 +194,17 @@ describe.each(DIALECTS)('published assets and API Service lineage (%s)', (dialec
       expect(impact.consumers.some((c) => c.name === 'shop/score')).toBe(false);
     });
 
+    it('lists none in an organization the publishing plugin is disabled for', async () => {
+      await ok(t.request('PUT', '/api/plugins/publishing/organizations/1', { body: { enabled: false } }));
+      try {
+        expect(await endpointsImpacted('customers')).toEqual([]);
+        expect(await endpointsImpacted('orders')).toEqual([]);
+      } finally {
+        await ok(t.request('PUT', '/api/plugins/publishing/organizations/1', { body: { enabled: true } }));
+      }
+      expect(await endpointsImpacted('orders', 'note')).toEqual(['elsewhere/notes: note (published)']);
+    });
+
     it('omits an endpoint when the columns asked about are none it reads (a column read in WHERE counts)', async () => {
       expect(await endpointsImpacted('customers', 'tier')).toEqual(['catalog/everything: tier (published)', 'sketch/all-of-it: tier (draft)']);
       expect(await endpointsImpacted('orders', 'note')).toEqual(['elsewhere/notes: note (published)']);
