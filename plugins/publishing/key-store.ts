@@ -45,11 +45,11 @@ export interface KeyRecord extends DataKey {
 export class KeyStore {
   private readonly byHash: ChangeCountedCache<string, KeyRecord | null>;
   private readonly byId: ChangeCountedCache<string, KeyRecord | undefined>;
-  /** When this instance last stamped each key's last_used_at (the cached record's value ages). */
-  private readonly stampedAt = new Map<number, number>();
   /**
    * The grant of each cached key record, one object as long as the record is kept (the kernel keeps
-   * the principal it makes of a grant by the grant), with the key's expiry as a number.
+   * the principal it makes of a grant by the grant), with the key's expiry as a number and when its
+   * use was last stamped (the record's `last_used_at`, then this instance's stamps: a stamp is not a
+   * change that reloads the record).
    */
   private readonly grants = new WeakMap<KeyRecord, { grant: ApiKeyGrant; expiresAtMs: number | null; lastUsedMs: number }>();
 
@@ -152,9 +152,8 @@ export class KeyStore {
     }
     const now = Date.now();
     if (known.expiresAtMs !== null && known.expiresAtMs <= now) return null;
-    const stamped = this.stampedAt.get(key.id) ?? known.lastUsedMs;
-    if (stamped >= now - LAST_USED_RESOLUTION_MS) return known.grant;
-    this.stampedAt.set(key.id, now);
+    if (known.lastUsedMs >= now - LAST_USED_RESOLUTION_MS) return known.grant;
+    known.lastUsedMs = now;
     return this.storage.db
       .updateTable('publishing_keys')
       .set({ last_used_at: new Date(now).toISOString() })
@@ -162,5 +161,4 @@ export class KeyStore {
       .execute()
       .then(() => known.grant);
   }
-
 }
