@@ -1,5 +1,5 @@
-import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
+import type { RequestHeaders } from '../http/request-headers.ts';
 import type { Contribution, Disposable, ExtensionPoint } from '../plugin-api.ts';
 import { andThen, type Maybe } from '../maybe.ts';
 import { HttpProblem, problems } from '../problem.ts';
@@ -93,14 +93,14 @@ export class ApiKeyAuthenticators {
   };
 
   /** The principal of the request's key; a value when every step answered from memory. */
-  authenticate(headers: IncomingHttpHeaders, catalogue: ReadonlyMap<string, CapabilityInfo>, request: ApiKeyRequest): Maybe<ApiKeyPrincipal> {
+  authenticate(request: ApiKeyRequest & { header: RequestHeaders }, catalogue: ReadonlyMap<string, CapabilityInfo>): Maybe<ApiKeyPrincipal> {
     if (this.installed.length === 0) throw problems.notImplemented('no data API key authenticator is installed');
-    const key = headers[API_KEY_HEADER];
+    const key = request.header(API_KEY_HEADER);
     if (key === undefined || key === '') throw unauthorized('missing API key: send X-API-Key: <key>');
-    if (typeof key !== 'string' || key.length > MAX_API_KEY_LENGTH || !KEY_TEXT.test(key)) {
+    if (key.length > MAX_API_KEY_LENGTH || !KEY_TEXT.test(key)) {
       throw unauthorized(`invalid API key: send one key of at most ${MAX_API_KEY_LENGTH} printable characters without spaces`);
     }
-    const orgId = requestedOrganization(headers['x-org-id']);
+    const orgId = requestedOrganization(request.header('x-org-id'));
     return this.offer({ key, orgId, catalogue, request, installed: this.installed }, 0);
   }
 
@@ -142,10 +142,10 @@ interface KeyOffer {
 }
 
 /** X-Org-Id when given: on an API key route it may only repeat the key's organization. */
-function requestedOrganization(header: string | string[] | undefined): number | undefined {
-  const given = typeof header === 'string' ? header.trim() : header;
+function requestedOrganization(header: string | undefined): number | undefined {
+  const given = header?.trim();
   if (given === undefined || given === '') return undefined;
-  if (typeof given !== 'string' || !ORG_ID.test(given)) throw problems.badRequest('X-Org-Id must be an integer organization id', [{ path: 'headers.x-org-id', message: 'must be an integer' }]);
+  if (!ORG_ID.test(given)) throw problems.badRequest('X-Org-Id must be an integer organization id', [{ path: 'headers.x-org-id', message: 'must be an integer' }]);
   return Number(given);
 }
 

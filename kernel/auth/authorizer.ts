@@ -1,5 +1,5 @@
-import type { IncomingHttpHeaders } from 'node:http';
 import type { AuditOrigin } from '../audit/audit-service.ts';
+import type { RequestHeaders } from '../http/request-headers.ts';
 import type { IdentitySnapshot } from '../identity/identity-snapshot.ts';
 import type { PersonalAccessTokens } from '../identity/tokens.ts';
 import { andThen, type Maybe } from '../maybe.ts';
@@ -60,10 +60,11 @@ interface Caller extends Authorized {
 export class Authorizer {
   constructor(private readonly deps: AuthorizerDeps) {}
 
-  authorize(route: RouteDefinition, headers: IncomingHttpHeaders, request: AuditOrigin & ApiKeyRequest): Maybe<Authorized> {
-    if (route.security === 'apiKey') return this.authorizeApiKey(route, headers, request);
-    const credential = headers.authorization;
-    const orgHeader = headers['x-org-id'] as string | undefined;
+  /** `request`: where the request comes from, and its headers (`header`: by lower-case name). */
+  authorize(route: RouteDefinition, request: AuditOrigin & ApiKeyRequest & { header: RequestHeaders }): Maybe<Authorized> {
+    if (route.security === 'apiKey') return this.authorizeApiKey(route, request);
+    const credential = request.header('authorization');
+    const orgHeader = request.header('x-org-id');
     const scope = orgHeader === undefined ? (route.orgScoped ? 'org' : 'any') : `${route.orgScoped ? 'org' : 'any'}:${orgHeader}`;
     return andThen(this.deps.identity.refresh(), () => {
       const catalogue = this.deps.capabilities();
@@ -93,8 +94,8 @@ export class Authorizer {
    * with the capabilities it was granted; asked of its authenticator on every request (which
    * decides what to cache: a revoked key must fail at once).
    */
-  private authorizeApiKey(route: RouteDefinition, headers: IncomingHttpHeaders, request: ApiKeyRequest): Maybe<Authorized> {
-    return andThen(this.deps.apiKeys.authenticate(headers, this.deps.capabilities(), request), (principal) => {
+  private authorizeApiKey(route: RouteDefinition, request: ApiKeyRequest & { header: RequestHeaders }): Maybe<Authorized> {
+    return andThen(this.deps.apiKeys.authenticate(request, this.deps.capabilities()), (principal) => {
       const limit = this.deps.apiKeyRateLimitPerMin;
       const caller = { principal, orgId: principal.orgId };
       if (limit <= 0) return permit(route, caller);

@@ -1,5 +1,6 @@
 import type { Middleware } from 'koa';
 import { problems } from '../problem.ts';
+import type { RequestState } from './state.ts';
 
 const ALLOWED_HEADERS = 'Authorization, Content-Type, X-Org-Id, X-API-Key, X-Request-Id';
 const EXPOSED_HEADERS = 'X-Request-Id, Retry-After, Location';
@@ -13,7 +14,7 @@ const PREFLIGHT_MAX_AGE_S = '600';
 export function cors(allowedOrigins: readonly string[]): Middleware {
   const allowed = new Set(allowedOrigins.map((o) => o.replace(/\/$/, '')));
   return (ctx, next) => {
-    const origin = ctx.req.headers.origin;
+    const origin = (ctx.state as RequestState).header('origin');
     if (!origin) return next();
     ctx.vary('Origin');
     const isAllowed = allowed.has(origin);

@@ -3,7 +3,8 @@ import type { Context, Middleware } from 'koa';
 import type { Logger } from 'pino';
 import { HttpProblem, isHttpProblem, problemBody } from '../problem.ts';
 import { prototypeKeyProblem } from './prototype-keys.ts';
-import type { RequestState } from './state.ts';
+import { rawHeader } from './request-headers.ts';
+import { KernelRequestState, type RequestState } from './state.ts';
 
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -18,12 +19,10 @@ export function requestContext(logger: Logger, connectionLost: (err: unknown) =>
   const silent = logger.levelVal === Infinity;
   const logsRequests = logger.isLevelEnabled('info');
   return (ctx, next) => {
-    const given = ctx.req.headers['x-request-id'];
-    const requestId = typeof given === 'string' && CLIENT_REQUEST_ID.test(given) ? given : crypto.randomUUID();
+    const given = rawHeader(ctx.req.rawHeaders, 'x-request-id');
+    const requestId = given !== undefined && CLIENT_REQUEST_ID.test(given) ? given : crypto.randomUUID();
     const log = silent ? logger : logger.child({ request_id: requestId });
-    ctx.state.requestId = requestId;
-    ctx.state.log = log;
-    ctx.state.ip = ctx.ip;
+    ctx.state = new KernelRequestState(ctx, requestId, log);
     ctx.res.setHeader('X-Request-Id', requestId);
     const started = logsRequests ? performance.now() : 0;
     const answered = next().catch((err: unknown) => answerProblem(ctx, err, log, requestId, connectionLost));

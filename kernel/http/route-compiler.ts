@@ -76,7 +76,7 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
     const serve = (ctx: Context): Maybe<void> => {
       const state = ctx.state as RequestState;
       if (route.security === 'none') return receive(ctx, state);
-      return andThen(deps.authorizer.authorize(route, ctx.req.headers, state), ({ principal, orgId }) => {
+      return andThen(deps.authorizer.authorize(route, state), ({ principal, orgId }) => {
         state.principal = principal;
         state.orgId = orgId ?? undefined;
         // An apiKey route always works in the key's organization: it is org-scoped whether it says so or not.

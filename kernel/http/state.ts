@@ -1,5 +1,7 @@
+import type { Context } from 'koa';
 import type { Logger } from 'pino';
 import type { Principal } from '../route.ts';
+import { rawHeader } from './request-headers.ts';
 
 /** Everything the kernel attaches to a request, in Koa's `ctx.state`. */
 export interface RequestState {
@@ -7,6 +9,29 @@ export interface RequestState {
   log: Logger;
   /** Client address (the first X-Forwarded-For hop when TRUST_PROXY is on). */
   ip: string;
+  /** A request header by its lower-case name (see `rawHeader`). */
+  header(name: string): string | undefined;
   principal?: Principal;
   orgId?: number;
+}
+
+/** The state of one request; its client address is found when first asked (most answers never need it). */
+export class KernelRequestState implements RequestState {
+  principal?: Principal;
+  orgId?: number;
+  private address: string | undefined;
+
+  constructor(
+    private readonly ctx: Context,
+    readonly requestId: string,
+    readonly log: Logger,
+  ) {}
+
+  get ip(): string {
+    return (this.address ??= this.ctx.ip);
+  }
+
+  header(name: string): string | undefined {
+    return rawHeader(this.ctx.req.rawHeaders, name);
+  }
 }

@@ -8,6 +8,17 @@ export interface RouteEntry {
   serve: Middleware;
 }
 
+/** A path as matched once: the route serving it and its parameters (frozen: every request of the path shares them). */
+interface Match {
+  serve: Middleware;
+  params: Readonly<Record<string, string>>;
+}
+
+/** Paths a table remembers per method, each at most so long; past the count it starts again (paths of resources nobody asks again go). */
+const REMEMBERED_PATHS = 4096;
+const REMEMBERED_PATH_LENGTH = 256;
+const NO_PARAMS: Readonly<Record<string, string>> = Object.freeze({});
+
 /** A route with parameters, as matched: its method, its path as a pattern, its parameters' names. */
 interface PatternRoute {
   method: string;
@@ -53,13 +64,16 @@ function compile(entry: RouteEntry): PatternRoute {
  * without parameters is one map lookup, any other is matched among the routes that share its first
  * two segments (one plugin's, as a rule), static segments before parameters, in any letter case,
  * with an optional trailing slash. What matches nothing is 404, a known path with another method
- * 405 with Allow. (A matcher of its own: @koa/router composed a middleware chain per request.)
+ * 405 with Allow. A path matched is remembered (a bounded number per method): the calls of an API
+ * Service endpoint, or the reads of one dataset, share one path, and match it once. (A matcher of
+ * its own: @koa/router composed a middleware chain per request.)
  */
 export class RouteTable {
   private readonly exact = new Map<string, Middleware>();
   private readonly buckets = new Map<string, PatternRoute[]>();
   /** Every route: matched when a parameter among the first two segments of a route makes buckets unsound. */
   private readonly all: PatternRoute[];
+  private readonly remembered = new Map<string, Map<string, Match>>();
 
   constructor(entries: RouteEntry[]) {
     // Static segments must win over parameters (`/recipe-types` before `/{id}`): they come first.
@@ -82,25 +96,37 @@ export class RouteTable {
   dispatch(ctx: Context): Promise<void> {
     const method = ctx.method === 'HEAD' ? 'GET' : ctx.method;
     const path = ctx.path;
-    const withParams = ctx as Context & { params: Record<string, string> };
-    const exact = this.exact.get(`${method} ${path}`);
-    if (exact) {
-      withParams.params = {};
-      return exact(ctx, unreachable);
+    let paths = this.remembered.get(method);
+    if (!paths) this.remembered.set(method, (paths = new Map()));
+    let match = paths.get(path);
+    if (!match) {
+      const found = this.match(method, path);
+      if (!found) return Promise.reject(this.refusal(ctx));
+      match = found;
+      if (path.length <= REMEMBERED_PATH_LENGTH) {
+        if (paths.size >= REMEMBERED_PATHS) paths.clear();
+        paths.set(path, match);
+      }
     }
+    (ctx as Context & { params: Readonly<Record<string, string>> }).params = match.params;
+    return match.serve(ctx, unreachable);
+  }
+
+  private match(method: string, path: string): Match | undefined {
+    const exact = this.exact.get(`${method} ${path}`);
+    if (exact) return { serve: exact, params: NO_PARAMS };
     // Paths come in lower case as a rule: their bucket is found without lower-casing it first.
     const bucket = bucketOf(path);
     const candidates = this.buckets.get(bucket) ?? this.buckets.get(bucket.toLowerCase()) ?? this.all;
     for (const route of candidates) {
       if (route.method !== method) continue;
-      const match = route.pattern.exec(path);
-      if (!match) continue;
+      const found = route.pattern.exec(path);
+      if (!found) continue;
       const params: Record<string, string> = {};
-      for (let i = 0; i < route.names.length; i += 1) params[route.names[i]] = decoded(match[i + 1]);
-      withParams.params = params;
-      return route.serve(ctx, unreachable);
+      for (let i = 0; i < route.names.length; i += 1) params[route.names[i]] = decoded(found[i + 1]);
+      return { serve: route.serve, params: Object.freeze(params) };
     }
-    return Promise.reject(this.refusal(ctx));
+    return undefined;
   }
 
   private refusal(ctx: Context): HttpProblem {

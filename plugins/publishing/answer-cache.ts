@@ -14,6 +14,11 @@ interface Entry {
   expiresAt: number;
 }
 
+/** A service as the cache keys its answers: by its id and when it last changed. */
+type CachedService = { id: number; updated_at: string };
+/** The datasets an answer reads, each followed by the key of the publisher's row scope on it. */
+type Read = DatasetInfo | string;
+
 /** The endpoints whose answers may be cached: those reading datasets. */
 type CacheableEndpoint = Extract<Endpoint, { kind: 'sql' | 'lookup' }>;
 const cacheable = (endpoint: Endpoint): endpoint is CacheableEndpoint => (endpoint.kind === 'sql' || endpoint.kind === 'lookup') && endpoint.config.cache_ttl_s > 0;
@@ -30,6 +35,8 @@ const cacheable = (endpoint: Endpoint): endpoint is CacheableEndpoint => (endpoi
 export class AnswerCache {
   private readonly entries = new Map<string, Entry>();
   private readonly running = new Map<string, Promise<unknown>>();
+  /** Per endpoint: the part of its answers' keys every input shares, and the objects it was made of. */
+  private readonly shared = new WeakMap<Endpoint, { parts: unknown[]; text: string }>();
   private bytes = 0;
 
   constructor(
@@ -37,7 +44,7 @@ export class AnswerCache {
     private readonly budgetBytes = ANSWER_CACHE_BYTES,
   ) {}
 
-  answer(service: { id: number; updated_at: string }, endpoint: Endpoint, input: CallInput, context: EndpointContext, run: () => Promise<unknown>): Maybe<unknown> {
+  answer(service: CachedService, endpoint: Endpoint, input: CallInput, context: EndpointContext, run: () => Promise<unknown>): Maybe<unknown> {
     if (!cacheable(endpoint)) return run();
     return andThen(this.keyOf(service, endpoint, input, context), (key) => this.lookup(key, endpoint, run));
   }
@@ -64,18 +71,37 @@ export class AnswerCache {
   }
 
   /** The answer's cache key; at hand when the dataset and the publisher's row scope are in memory. */
-  private keyOf(service: { id: number; updated_at: string }, endpoint: CacheableEndpoint, input: CallInput, context: EndpointContext): Maybe<string> {
+  private keyOf(service: CachedService, endpoint: CacheableEndpoint, input: CallInput, context: EndpointContext): Maybe<string> {
     const { publisher, orgId } = context;
     if (endpoint.kind === 'lookup') {
       return andThen(this.deps.catalog.get(orgId, endpoint.config.dataset_id), (dataset) =>
-        andThen(this.deps.catalog.scope(publisher, dataset), (scope) => keyFor(service, endpoint, input, context, [stateOf(dataset, scope)])),
+        andThen(this.deps.catalog.scope(publisher, dataset), (scope) => this.keyFor(service, endpoint, input, context, [dataset, scope.key])),
       );
     }
     return this.deps.sql.reads({ sql: endpoint.config.query }, orgId).then(async (datasets) => {
-      const reads: string[] = [];
-      for (const dataset of datasets) reads.push(stateOf(dataset, await this.deps.catalog.scope(publisher, dataset)));
-      return keyFor(service, endpoint, input, context, reads);
+      const reads: Read[] = [];
+      for (const dataset of datasets) reads.push(dataset, (await this.deps.catalog.scope(publisher, dataset)).key);
+      return this.keyFor(service, endpoint, input, context, reads);
     });
+  }
+
+  /**
+   * Everything an answer depends on, as one string: what every input of the endpoint shares (the
+   * service as it is, the endpoint, the publisher and whether PII reads in clear for them, the datasets
+   * read with their row scopes, the key's fixed inputs), then the caller's inputs. The shared part is
+   * made once per endpoint and kept while it is made of the same objects (a change of any makes new ones).
+   */
+  private keyFor(service: CachedService, endpoint: Endpoint, input: CallInput, { publisher, fixed }: EndpointContext, reads: Read[]): string {
+    const parts: unknown[] = [service, publisher, fixed, ...reads];
+    let shared = this.shared.get(endpoint);
+    if (!shared || !sameParts(shared.parts, parts)) {
+      const datasets = [];
+      for (let i = 0; i < reads.length; i += 2) datasets.push(stateOf(reads[i] as DatasetInfo, reads[i + 1] as string));
+      const text = JSON.stringify([service.id, service.updated_at, endpoint.name, actingUserId(publisher), publisher.capabilities.has('datasets.pii.read'), datasets, fixed]);
+      this.shared.set(endpoint, (shared = { parts, text }));
+    }
+    // Two JSON texts one after the other: the first one's end is unambiguous.
+    return shared.text + JSON.stringify([input.source, input.values]);
   }
 
   private keep(key: string, answer: unknown, ttlSeconds: number): void {
@@ -98,10 +124,12 @@ export class AnswerCache {
   }
 }
 
-/** A dataset as an answer read it: its version and the rows the publisher sees of it (its row scope). */
-const stateOf = (dataset: DatasetInfo, scope: { key: string }) => `${dataset.id}@${dataset.version}:${scope.key}`;
+/** A dataset as an answer read it: its version and the rows the publisher sees of it (its row scope's key). */
+const stateOf = (dataset: DatasetInfo, scopeKey: string) => `${dataset.id}@${dataset.version}:${scopeKey}`;
 
-/** Everything an answer depends on, as one string: the service as it is, the endpoint, the publisher and whether PII reads in clear for them, the datasets read, the key's fixed inputs and the caller's. */
-function keyFor(service: { id: number; updated_at: string }, endpoint: Endpoint, input: CallInput, { publisher, fixed }: EndpointContext, reads: string[]): string {
-  return JSON.stringify([service.id, service.updated_at, endpoint.name, actingUserId(publisher), publisher.capabilities.has('datasets.pii.read'), reads, fixed, input.source, input.values]);
+/** Whether two lists hold the same values, objects compared by identity. */
+function sameParts(a: readonly unknown[], b: readonly unknown[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i += 1) if (a[i] !== b[i]) return false;
+  return true;
 }

@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import http from 'node:http';
 import path from 'node:path';
 import { SignJWT, UnsecuredJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -427,6 +428,35 @@ describe.each(DIALECTS)('HTTP pipeline (%s)', (dialect) => {
       expect(generated.headers.get('x-request-id')).toMatch(UUID);
       const health = await t.request('GET', '/healthz', { headers: { 'X-Request-Id': 'health-1' } });
       expect(health.headers.get('x-request-id')).toBe('health-1');
+    });
+  });
+
+  describe('headers sent twice, in any letter case', () => {
+    /** A GET whose header lines go out as listed (fetch would merge a name sent twice into one line). */
+    const rawGet = (route: string, lines: [string, string][]) =>
+      new Promise<{ status: number; requestId: string }>((resolve, reject) => {
+        const request = http.request(new URL(route, t.url), { method: 'GET', headers: [['Host', new URL(t.url).host], ...lines].flat() }, (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode!, requestId: String(res.headers['x-request-id']) }));
+        });
+        request.on('error', reject).end();
+      });
+
+    it('reads a header in any letter case; two X-Request-Id are one joined value, refused and replaced', async () => {
+      expect((await rawGet('/api/probe', [['authorization', `Bearer ${t.adminToken}`], ['x-REQUEST-id', 'one-id']])).requestId).toBe('one-id');
+      const twice = await rawGet('/api/probe', [['authorization', `Bearer ${t.adminToken}`], ['X-Request-Id', 'first'], ['X-Request-Id', 'second']]);
+      expect(twice.status).toBe(200);
+      expect(twice.requestId).toMatch(UUID);
+    });
+
+    it('keeps the first Authorization as Node does, whatever follows it', async () => {
+      expect((await rawGet('/api/probe/special', [['AUTHORIZATION', `Bearer ${t.adminToken}`], ['Authorization', 'Bearer garbage']])).status).toBe(200);
+      expect((await rawGet('/api/probe/special', [['Authorization', 'Bearer garbage'], ['authorization', `Bearer ${t.adminToken}`]])).status).toBe(401);
+    });
+
+    it('two X-Org-Id are one joined value: a 400, not either organization', async () => {
+      expect((await rawGet('/api/probe/org', [['Authorization', `Bearer ${t.adminToken}`], ['X-Org-Id', '1'], ['x-org-id', '1']])).status).toBe(400);
+      expect((await rawGet('/api/probe/org', [['Authorization', `Bearer ${t.adminToken}`], ['X-Org-Id', '1']])).status).toBe(200);
     });
   });
 
