@@ -23,7 +23,7 @@ export function requestContext(logger: Logger, connectionLost: (err: unknown) =>
     const requestId = given !== undefined && CLIENT_REQUEST_ID.test(given) ? given : crypto.randomUUID();
     const log = silent ? logger : logger.child({ request_id: requestId });
     ctx.state = new KernelRequestState(ctx, requestId, log);
-    ctx.res.setHeader('X-Request-Id', requestId);
+    ctx.res.setHeader('x-request-id', requestId); // lower case: see security-headers.ts
     const started = logsRequests ? performance.now() : 0;
     const answered = next().catch((err: unknown) => answerProblem(ctx, err, log, requestId, connectionLost));
     if (!logsRequests) return answered;

@@ -233,7 +233,7 @@ function respond(ctx: Context, route: RouteDefinition, successStatus: number, re
     return;
   }
   if (body instanceof JsonText) {
-    response.set('Content-Type', 'application/json; charset=utf-8');
+    response.set('content-type', 'application/json; charset=utf-8'); // lower case: see security-headers.ts
     response.body = body.text;
   } else {
     response.body = body;
