@@ -67,6 +67,8 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
     const receive = (ctx: Context, state: RequestState): Maybe<void> => {
       const streamed = route.request?.stream;
       if (streamed && !ctx.is(streamed.contentTypes)) {
+        // Koa finds no type for a request without a body: saying "not <its type>" would puzzle.
+        if (ctx.request.length === 0) throw problems.badRequest(`the request body is empty: send it as ${streamed.contentTypes.join(' or ')}`, [{ path: 'body', message: 'empty' }]);
         throw new HttpProblem(415, `send the body as ${streamed.contentTypes.join(' or ')}, not ${ctx.request.type || 'an unnamed type'}`);
       }
       if (!route.request?.body) return handle(ctx, state);

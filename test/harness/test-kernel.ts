@@ -101,9 +101,10 @@ function requester(url: string, defaultToken: string): Requester {
     const headers: Record<string, string> = { ...opts.headers };
     const token = opts.token === undefined ? defaultToken : opts.token;
     if (token) headers.authorization ??= `Bearer ${token}`;
-    let body: string | undefined;
+    let body: string | Uint8Array<ArrayBuffer> | undefined;
     if (opts.body !== undefined) {
-      body = typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
+      // Text and bytes (an image, a file) go as they are; anything else as JSON.
+      body = typeof opts.body === 'string' ? opts.body : opts.body instanceof Uint8Array ? new Uint8Array(opts.body) : JSON.stringify(opts.body);
       headers['content-type'] ??= 'application/json';
     }
     await check?.ready();

@@ -38,6 +38,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     service: `alpha-svc-${tag}`,
     dataKey: `alpha-key-${tag}`,
     model: `alpha-model-${tag}`,
+    brand: `alpha-brand-${tag}`,
+    footer: `alpha-footer-${tag}`,
+    logo: `alpha-logo-${tag}`,
   };
 
   const orgA = 1;
@@ -192,6 +195,11 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     expect(dataKey.status, dataKey.text).toBe(201);
     dataKeyA = dataKey.body.id;
 
+    // A's branding and logo (its title a marker).
+    expect((await t.request('PUT', '/api/branding', { ...asA, body: { display_name: markers.brand, primary_color: '#123456', email_footer: markers.footer } })).status).toBe(200);
+    const logo = await t.request('PUT', '/api/branding/logo', { headers: { ...asA.headers, 'content-type': 'image/svg+xml' }, body: svgWithTitle(markers.logo) });
+    expect(logo.status, logo.text).toBe(200);
+
     // A cached profile of A's dataset, whose top values are A's rows.
     const profile = await t.request('GET', `/api/statistics/datasets/${datasetA}`, asA);
     expect(profile.status, profile.text).toBe(200);
@@ -245,6 +253,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     await t?.stop();
     await hook?.close();
   });
+
+  const svgWithTitle = (title: string) => `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 10 10"><title>${title}</title><rect width="10" height="10"/></svg>`;
 
   /** A's resource a path parameter of this route names, when this suite created one. */
   function resourceOfA(m: MountedRoute, name: string): number | undefined {
@@ -355,6 +365,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'PATCH /api/publishing/api-services/{id}': { name: `renamed-${tag}`, endpoints: [{ name: 'l', kind: 'lookup', config: { dataset_id: datasetA, keys: ['amount'] } }] },
       'POST /api/publishing/api-services/{id}/keys': { name: `sweep-${tag}` },
       'POST /api/publishing/api-services/{id}/endpoints/{name}/test': { query: { label: 'x' } },
+      'PUT /api/branding': { display_name: `sweep-${tag}`, primary_color: '#000000' },
     };
     if (!(key in bodies)) throw new Error(`no body for ${key}: give the sweep one the route accepts`);
     return bodies[key];
@@ -366,6 +377,10 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       // A dbt import into A's project, of a manifest that would create a dataset were the project found.
       const manifest = { metadata: { dbt_schema_version: 'https://schemas.getdbt.com/dbt/manifest/v12.json' }, nodes: { 'seed.p.s': { unique_id: 'seed.p.s', resource_type: 'seed', name: `sweep_${tag}` } } };
       return { ...caller, body: { project_id: projectA, manifest } };
+    }
+    if (m.route.request?.stream?.contentTypes.includes('image/svg+xml')) {
+      // A logo: it would replace the organization's own.
+      return { token: caller.token, body: svgWithTitle(`sweep-${tag}`), headers: { ...caller.headers, 'content-type': 'image/svg+xml' } };
     }
     if (m.route.request?.stream?.contentTypes.join() === 'multipart/form-data') {
       // An ONNX import into A's model: refused before its form is read, so any form will do.
@@ -427,8 +442,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const modelVersions = await db.selectFrom('registry_model_versions').select(['id', 'version', 'status', 'trained_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const services = await db.selectFrom('publishing_services').select(['id', 'name', 'key', 'status', 'endpoints', 'published_by', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const dataKeys = await db.selectFrom('publishing_keys').select(['id', 'service_id', 'name', 'revoked_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const branding = await db.selectFrom('branding').select(['display_name', 'primary_color', 'email_footer', 'logo_sha256', 'updated_at']).where('org_id', '=', orgA).execute();
     const pluginSwitches = await db.selectFrom('plugin_organizations').select(['plugin_id', 'enabled', 'updated_at']).where('org_id', '=', orgA).orderBy('plugin_id').execute();
-    return { pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules, scenarios, dbtImports, models, modelVersions, services, dataKeys };
+    return { branding, pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules, scenarios, dbtImports, models, modelVersions, services, dataKeys };
   }
 
   /** A's data plane is really there, so an unchanged snapshot means something. */
@@ -456,6 +472,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     expect(snapshot.runs).toHaveLength(1);
     expect(snapshot.profiles.length).toBeGreaterThanOrEqual(1);
     expect(snapshot.pluginSwitches).toEqual([expect.objectContaining({ plugin_id: PLUGIN_OF_A })]);
+    expect(snapshot.branding).toEqual([expect.objectContaining({ display_name: markers.brand, email_footer: markers.footer, logo_sha256: expect.any(String) })]);
   }
 
   it('the registry marks the groups, audit and token-governance routes org-scoped (the sweep is not vacuous)', () => {
@@ -541,6 +558,11 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
         'DELETE /api/publishing/api-services/{id}/keys/{key_id}',
         'POST /api/publishing/api-services/{id}/endpoints/{name}/test',
         'GET /api/publishing/assets',
+        'GET /api/branding',
+        'PUT /api/branding',
+        'GET /api/branding/logo',
+        'PUT /api/branding/logo',
+        'DELETE /api/branding/logo',
       ]),
     );
   });
