@@ -17,5 +17,10 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // Two files at a time whatever the core count (vitest's default on two cores is one): much of the
+    // suite waits on processes, timers and leases rather than computing, and one at a time took the
+    // whole run close to CI's 30 minutes.
+    maxWorkers: 2,
+    minWorkers: 1,
   },
 });
