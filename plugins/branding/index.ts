@@ -42,6 +42,9 @@ const brandingSchema = z
   .meta({ id: 'Branding' });
 
 const LOGO_LIMIT_TEXT = `${LOGO_LIMIT_BYTES / 1024} KB`;
+/** What a logo may be sent as: one of its types, or no type of its own (its content says). */
+const LOGO_UPLOAD_TYPES = [...LOGO_TYPES, 'application/octet-stream'];
+const binary = () => z.string().meta({ format: 'binary' });
 
 /** The request body whole, at most LOGO_LIMIT_BYTES: a larger one is a 413 before it is all read, a truncated one a 400. */
 async function logoBody(ctx: Context): Promise<Buffer> {
@@ -99,9 +102,9 @@ export default definePlugin({
           capability: 'branding.write',
           request: {
             stream: {
-              contentTypes: [...LOGO_TYPES, 'application/octet-stream'],
+              contentTypes: LOGO_UPLOAD_TYPES,
               description: 'The image',
-              schemas: Object.fromEntries([...LOGO_TYPES, 'application/octet-stream'].map((type) => [type, { schema: z.string().meta({ format: 'binary' }) }])),
+              schemas: Object.fromEntries(LOGO_UPLOAD_TYPES.map((type) => [type, { schema: binary() }])),
             },
           },
           responses: {
@@ -124,7 +127,7 @@ export default definePlugin({
           summary: 'The organization\u2019s logo',
           description: 'The image as it was accepted (an SVG as sanitized), with its type.',
           responses: {
-            200: { description: 'The image', content: Object.fromEntries(LOGO_TYPES.map((type) => [type, z.string().meta({ format: 'binary' })])) },
+            200: { description: 'The image', content: Object.fromEntries(LOGO_TYPES.map((type) => [type, binary()])) },
             404: { description: 'The organization has no logo' },
           },
           handler: async ({ orgId }) => {

@@ -33,7 +33,8 @@ export function acceptLogo(data: Buffer, declared: string | undefined): { type: 
 function typeOf(data: Buffer): LogoType | undefined {
   if (data.subarray(0, PNG_SIGNATURE.length).equals(PNG_SIGNATURE)) return 'image/png';
   if (data.subarray(0, JPEG_SIGNATURE.length).equals(JPEG_SIGNATURE)) return 'image/jpeg';
-  // An SVG is text: valid UTF-8 whose first markup (after a declaration, comments, space) is `<svg`, parsed below.
+  // An SVG is text whose first element (after a declaration, comments, space) is `svg`; its first 4 KB
+  // tell, and the whole of it is parsed when it is sanitized.
   const start = data.subarray(0, 4096).toString('utf8').replace(/^\uFEFF/, '');
   const firstTag = /<(?![?!])([A-Za-z][\w:.-]*)/.exec(start);
   if (firstTag && /^(svg|[\w.-]+:svg)$/i.test(firstTag[1])) return 'image/svg+xml';
@@ -59,8 +60,9 @@ function svgPurifier() {
 
 /**
  * The SVG with only what draws: no script, event handler, foreign object, style sheet, link, `use`
- * (not in DOMPurify's SVG profile), external reference or entity. DOMPurify's SVG profile sanitizes the parsed document in place; a DOCTYPE
- * (entities) or text that is not well-formed XML is refused rather than repaired.
+ * (not in DOMPurify's SVG profile), external reference or entity. DOMPurify's SVG profile sanitizes
+ * the parsed document in place; a DOCTYPE (entities) or text that is not well-formed XML is refused
+ * rather than repaired.
  */
 export function sanitizeSvg(text: string): string {
   if (/<!DOCTYPE|<!ENTITY/i.test(text)) throw invalidSvg('an SVG with a DOCTYPE or entity declarations is not accepted');

@@ -16,8 +16,11 @@ interface Entry {
 
 /** A service as the cache keys its answers: by its id and when it last changed. */
 type CachedService = { id: number; updated_at: string };
-/** The datasets an answer reads, each followed by the key of the publisher's row scope on it. */
-type Read = DatasetInfo | string;
+/** A dataset an answer reads, and the key of the publisher's row scope on it. */
+interface Read {
+  dataset: DatasetInfo;
+  scopeKey: string;
+}
 
 /** The endpoints whose answers may be cached: those reading datasets. */
 type CacheableEndpoint = Extract<Endpoint, { kind: 'sql' | 'lookup' }>;
@@ -75,12 +78,12 @@ export class AnswerCache {
     const { publisher, orgId } = context;
     if (endpoint.kind === 'lookup') {
       return andThen(this.deps.catalog.get(orgId, endpoint.config.dataset_id), (dataset) =>
-        andThen(this.deps.catalog.scope(publisher, dataset), (scope) => this.keyFor(service, endpoint, input, context, [dataset, scope.key])),
+        andThen(this.deps.catalog.scope(publisher, dataset), (scope) => this.keyFor(service, endpoint, input, context, [{ dataset, scopeKey: scope.key }])),
       );
     }
     return this.deps.sql.reads({ sql: endpoint.config.query }, orgId).then(async (datasets) => {
       const reads: Read[] = [];
-      for (const dataset of datasets) reads.push(dataset, (await this.deps.catalog.scope(publisher, dataset)).key);
+      for (const dataset of datasets) reads.push({ dataset, scopeKey: (await this.deps.catalog.scope(publisher, dataset)).key });
       return this.keyFor(service, endpoint, input, context, reads);
     });
   }
@@ -92,11 +95,11 @@ export class AnswerCache {
    * made once per endpoint and kept while it is made of the same objects (a change of any makes new ones).
    */
   private keyFor(service: CachedService, endpoint: Endpoint, input: CallInput, { publisher, fixed }: EndpointContext, reads: Read[]): string {
-    const parts: unknown[] = [service, publisher, fixed, ...reads];
+    const parts: unknown[] = [service, publisher, fixed];
+    for (const { dataset, scopeKey } of reads) parts.push(dataset, scopeKey);
     let shared = this.shared.get(endpoint);
     if (!shared || !sameParts(shared.parts, parts)) {
-      const datasets = [];
-      for (let i = 0; i < reads.length; i += 2) datasets.push(stateOf(reads[i] as DatasetInfo, reads[i + 1] as string));
+      const datasets = reads.map(({ dataset, scopeKey }) => stateOf(dataset, scopeKey));
       const text = JSON.stringify([service.id, service.updated_at, endpoint.name, actingUserId(publisher), publisher.capabilities.has('datasets.pii.read'), datasets, fixed]);
       this.shared.set(endpoint, (shared = { parts, text }));
     }
