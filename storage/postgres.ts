@@ -162,6 +162,8 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
     runReadOnly: (query) => governed.run(query),
     writeGoverned: (write) => governed.write(write),
     describeGoverned: (query) => governed.describe(query),
+    // A date minus a date is a number of days, not an interval: both are read as timestamptz first.
+    secondsBetweenSql: (earlier, later) => `cast(extract(epoch from (cast(${later} as timestamptz) - cast(${earlier} as timestamptz))) as double precision)`,
     governedSqlRoleStatements: (orgIds) => governed.roleStatements(orgIds),
     isUniqueViolation: (err) => (err as { code?: unknown })?.code === '23505',
     // A statement shutdown cancelled (57014) did not fail on its own account either: a 503, not a 500.

@@ -163,6 +163,12 @@ export interface Storage {
    */
   describeGoverned(query: GovernedDescribe): Promise<DataColumn[]>;
   /**
+   * Governed SQL text (this database's dialect) for the seconds from the time `earlier` to the time
+   * `later`, two expressions of `date` or `timestamp` columns, as a fractional number: what a
+   * statement a plugin writes for governed SQL needs where the dialects differ.
+   */
+  secondsBetweenSql(earlier: string, later: string): string;
+  /**
    * The statements an administrator runs so that governed SQL works where the platform's database
    * user may not create its roles (Postgres without CREATEROLE): one per organization. None on SQLite.
    */

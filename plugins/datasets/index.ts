@@ -12,7 +12,7 @@ import { indexColumns } from './lookup-index.ts';
 import { DATASETS_COUNTER, datasetMigrations } from './migrations.ts';
 import { datasetRoutes, parseUploadLimit } from './routes.ts';
 import { rowsReader, rowsStreamer, seesPii } from './rows-query.ts';
-import { parseJsonValue } from './values.ts';
+import { parseJsonValue, parseText } from './values.ts';
 import { newDatasetInput } from './schemas.ts';
 
 /** A dataset shared by every caller of the catalog's cache: nobody changes it under the others. */
@@ -92,6 +92,7 @@ export default definePlugin({
       },
       decode: (type, value) => storage.dataTables.decode(type, value),
       parseValue: parseJsonValue,
+      parseText,
       rows: readRows,
       stream: rowsStreamer(storage, store, policies),
       index: async (orgId, id, columns) => indexColumns(storage, await store.get(orgId, id), columns),

@@ -145,6 +145,11 @@ export interface DatasetCatalog {
    */
   parseValue(type: DataColumnType, value: unknown): unknown;
   /**
+   * A text (a CSV field, a query parameter) as a typed value for a column of `type`: empty text is
+   * null; a text that does not fit throws an Error saying why ("\"abc\" is not an integer").
+   */
+  parseText(type: DataColumnType, text: string): unknown;
+  /**
    * A page of the dataset's rows as the caller may see them (PII masked, row policies applied):
    * the very path of `GET /api/datasets/{id}/rows`, with its 400, 403 and 404 problems. For API
    * Service lookups (spec §2.5). The caller's capability to read datasets is not checked here.

@@ -10,9 +10,6 @@ import type { DataColumn, DataColumnType } from '../../storage/index.ts';
 /** A JSON Schema (draft 2020-12, the dialect of OpenAPI 3.1) as a plain object. */
 export type JsonSchema = Record<string, unknown>;
 
-/** Parameters checked against a JSON Schema as the pipeline checks a recipe's (ajv, every error as a field error under a location). */
-export { compileParams, type ParamsCheck } from './params-schema.ts';
-
 /** A recipe input or output as a recipe type sees it. */
 export interface RecipeDataset {
   id: number;

@@ -1,8 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Contribution, Disposable, PluginEnablementService } from '../../kernel/plugin-api.ts';
-import { OfferedContributions } from './offered-contributions.ts';
-import { compileParams } from './params-schema.ts';
+import { compileParams, OfferedContributions, type Contribution, type Disposable, type PluginEnablementService } from '../../kernel/plugin-api.ts';
 import type { OfferedRecipeType, RecipeTypeCatalog, RecipeTypeContribution } from './public.ts';
 
 /**

@@ -1,5 +1,4 @@
-import type { Contribution, Disposable, PluginEnablementService } from '../../kernel/plugin-api.ts';
-import { OfferedContributions } from './offered-contributions.ts';
+import { OfferedContributions, type Contribution, type Disposable, type PluginEnablementService } from '../../kernel/plugin-api.ts';
 import type { RunKindContribution } from './public.ts';
 
 /** A contributed kind of run as offered in an organization. */

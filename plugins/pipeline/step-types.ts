@@ -1,6 +1,4 @@
-import type { Contribution, Disposable, FieldError, PluginEnablementService } from '../../kernel/plugin-api.ts';
-import { OfferedContributions } from './offered-contributions.ts';
-import { compileParams } from './params-schema.ts';
+import { compileParams, OfferedContributions, type Contribution, type Disposable, type FieldError, type PluginEnablementService } from '../../kernel/plugin-api.ts';
 import type { JsonSchema, StepTypeContribution } from './public.ts';
 
 /** A step type offered in an organization, its parameters schema compiled. */

@@ -1,6 +1,5 @@
-import { HttpProblem, problems, type FieldError, type Principal } from '../../kernel/plugin-api.ts';
+import { compileParams, HttpProblem, problems, type FieldError, type ParamsCheck, type Principal } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog, DatasetInfo } from '../datasets/public.ts';
-import { compileParams, type ParamsCheck } from '../pipeline/public.ts';
 import type { ProjectCatalog } from '../projects/public.ts';
 import { ALGORITHMS, ONLY_TASK, PARAMS_SCHEMAS, type Algorithm, type Task } from './algorithms.ts';
 import type { Feature } from './encoding.ts';

@@ -41,6 +41,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     brand: `alpha-brand-${tag}`,
     footer: `alpha-footer-${tag}`,
     logo: `alpha-logo-${tag}`,
+    dashboard: `alpha-dashboard-${tag}`,
+    card: `alpha-card-${tag}`,
+    cardText: `alpha-card-text-${tag}`,
   };
 
   const orgA = 1;
@@ -76,6 +79,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
   let dataKeyA: number;
   /** A's model of the registry, trained on A's dataset (its training run is A's third run). */
   let modelA: number;
+  /** A's dashboard: a process map of A's dataset, and a text card (a marker in its Markdown). */
+  let dashboardA: number;
+  let cardA: number;
   /** A loopback peer behind A's connector: counts the calls reaching A's webhook. */
   let hook: { url: string; calls: string[]; close: () => Promise<void> };
 
@@ -200,6 +206,24 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const logo = await t.request('PUT', '/api/branding/logo', { headers: { ...asA.headers, 'content-type': 'image/svg+xml' }, body: svgWithTitle(markers.logo) });
     expect(logo.status, logo.text).toBe(200);
 
+    const dashboard = await t.request('POST', '/api/dashboards', {
+      ...asA,
+      body: {
+        project_id: projectA,
+        name: markers.dashboard,
+        filters: [{ column: 'label' }],
+        cards: [
+          { type: 'table', title: markers.card, config: { dataset_id: datasetA, columns: ['label', 'email'] } },
+          { type: 'text', config: { markdown: markers.cardText } },
+        ],
+      },
+    });
+    expect(dashboard.status, dashboard.text).toBe(201);
+    dashboardA = dashboard.body.id;
+    cardA = dashboard.body.cards[0].id;
+    const cardData = await t.request('GET', `/api/dashboards/${dashboardA}/cards/${cardA}/data`, asA);
+    expect(cardData.text).toContain(markers.row);
+
     // A cached profile of A's dataset, whose top values are A's rows.
     const profile = await t.request('GET', `/api/statistics/datasets/${datasetA}`, asA);
     expect(profile.status, profile.text).toBe(200);
@@ -262,6 +286,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     if (name === 'org_id') return orgA;
     if (name === 'policy_id') return policyA;
     if (name === 'key_id') return dataKeyA;
+    if (name === 'card_id') return cardA;
     if (name === 'project_id') return projectA;
     if (name !== 'id') return undefined;
     if (m.path.startsWith('/api/groups/')) return groupA;
@@ -281,6 +306,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     if (m.path.startsWith('/api/dbt/imports/')) return importA;
     if (m.path.startsWith('/api/publishing/api-services/')) return serviceA;
     if (m.path.startsWith('/api/registry/models/')) return modelA;
+    if (m.path.startsWith('/api/dashboards/')) return dashboardA;
     return undefined;
   }
 
@@ -311,6 +337,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'GET /api/dbt/imports': `?project_id=${projectA}`,
       'GET /api/registry/models': `?project_id=${projectA}`,
       'GET /api/publishing/assets': `?project_id=${projectA}`,
+      'GET /api/dashboards': `?project_id=${projectA}`,
+      'GET /api/dashboards/{id}/cards/{card_id}/data': `?label=${encodeURIComponent(markers.row)}`,
+      'GET /api/dashboards/{id}/cards/{card_id}/export': `?label=${encodeURIComponent(markers.row)}`,
     };
     return queries[`${m.route.method.toUpperCase()} ${m.path}`] ?? '';
   }
@@ -366,6 +395,10 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'POST /api/publishing/api-services/{id}/keys': { name: `sweep-${tag}` },
       'POST /api/publishing/api-services/{id}/endpoints/{name}/test': { query: { label: 'x' } },
       'PUT /api/branding': { display_name: `sweep-${tag}`, primary_color: '#000000' },
+      'POST /api/dashboards': { project_id: projectA, name: `sweep-${tag}`, cards: [{ type: 'table', config: { dataset_id: datasetA } }] },
+      'PATCH /api/dashboards/{id}': { name: `renamed-${tag}`, filters: [] },
+      'POST /api/dashboards/{id}/cards': { type: 'table', config: { dataset_id: datasetA } },
+      'PATCH /api/dashboards/{id}/cards/{card_id}': { title: `renamed-${tag}`, config: { dataset_id: datasetA } },
     };
     if (!(key in bodies)) throw new Error(`no body for ${key}: give the sweep one the route accepts`);
     return bodies[key];
@@ -401,7 +434,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
    * in A's project (422: the project is not in B), a rule on A's dataset (404), SQL over A's
    * dataset by name (400: no such dataset in B).
    */
-  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422, 'POST /api/scheduler/schedules': 422, 'POST /api/pipeline/scenarios': 422, 'POST /api/dbt/imports': 422, 'POST /api/publishing/api-services': 422, 'POST /api/registry/models': 422, 'POST /api/registry/imported-models': 422 };
+  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422, 'POST /api/scheduler/schedules': 422, 'POST /api/pipeline/scenarios': 422, 'POST /api/dbt/imports': 422, 'POST /api/publishing/api-services': 422, 'POST /api/registry/models': 422, 'POST /api/registry/imported-models': 422, 'POST /api/dashboards': 422 };
 
   /** Everything A owns, read straight from the database: the sweep must leave it untouched. */
   async function snapshotA() {
@@ -443,8 +476,10 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const services = await db.selectFrom('publishing_services').select(['id', 'name', 'key', 'status', 'endpoints', 'published_by', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const dataKeys = await db.selectFrom('publishing_keys').select(['id', 'service_id', 'name', 'revoked_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const branding = await db.selectFrom('branding').select(['display_name', 'primary_color', 'email_footer', 'logo_sha256', 'updated_at']).where('org_id', '=', orgA).execute();
+    const dashboards = await db.selectFrom('dashboards').select(['id', 'name', 'filters', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const cards = await db.selectFrom('dashboards_cards').select(['id', 'dashboard_id', 'type', 'title', 'config', 'layout', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const pluginSwitches = await db.selectFrom('plugin_organizations').select(['plugin_id', 'enabled', 'updated_at']).where('org_id', '=', orgA).orderBy('plugin_id').execute();
-    return { branding, pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules, scenarios, dbtImports, models, modelVersions, services, dataKeys };
+    return { dashboards, cards, branding, pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules, scenarios, dbtImports, models, modelVersions, services, dataKeys };
   }
 
   /** A's data plane is really there, so an unchanged snapshot means something. */
@@ -473,6 +508,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     expect(snapshot.profiles.length).toBeGreaterThanOrEqual(1);
     expect(snapshot.pluginSwitches).toEqual([expect.objectContaining({ plugin_id: PLUGIN_OF_A })]);
     expect(snapshot.branding).toEqual([expect.objectContaining({ display_name: markers.brand, email_footer: markers.footer, logo_sha256: expect.any(String) })]);
+    expect(snapshot.dashboards.map((d) => [d.id, d.name])).toEqual([[dashboardA, markers.dashboard]]);
+    expect(snapshot.cards.map((c) => c.id)).toEqual([cardA, cardA + 1]);
   }
 
   it('the registry marks the groups, audit and token-governance routes org-scoped (the sweep is not vacuous)', () => {
@@ -563,6 +600,17 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
         'GET /api/branding/logo',
         'PUT /api/branding/logo',
         'DELETE /api/branding/logo',
+        'GET /api/dashboards/card-types',
+        'POST /api/dashboards',
+        'GET /api/dashboards',
+        'GET /api/dashboards/{id}',
+        'PATCH /api/dashboards/{id}',
+        'DELETE /api/dashboards/{id}',
+        'POST /api/dashboards/{id}/cards',
+        'PATCH /api/dashboards/{id}/cards/{card_id}',
+        'DELETE /api/dashboards/{id}/cards/{card_id}',
+        'GET /api/dashboards/{id}/cards/{card_id}/data',
+        'GET /api/dashboards/{id}/cards/{card_id}/export',
       ]),
     );
   });

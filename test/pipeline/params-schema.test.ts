@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { compileParams } from '../../plugins/pipeline/params-schema.ts';
+import { compileParams } from '../../kernel/json-schema.ts';
 
 // Recipe and step types' parameter schemas share one ajv instance: what one plugin compiles must not leak into another's.
 describe('parameter schemas of contributions', () => {

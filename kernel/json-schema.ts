@@ -1,5 +1,5 @@
 import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
-import type { FieldError } from '../../kernel/plugin-api.ts';
+import type { FieldError } from './problem.ts';
 
 /** Where parameters fail a schema, as field errors under `location` (`body.params.field`); empty when valid. */
 export type ParamsCheck = (params: unknown, location: string) => FieldError[];
@@ -12,7 +12,7 @@ export type ParamsCheck = (params: unknown, location: string) => FieldError[];
 const ajv = new Ajv2020({ allErrors: true, addUsedSchema: false });
 
 /**
- * Compiles the JSON Schema of a contribution's parameters (a recipe type's, a step type's) with
+ * Compiles the JSON Schema of a contribution's parameters (a recipe type's, a step type's, a card type's config) with
  * ajv, draft 2020-12, all errors. `what` names the contribution in the error an invalid schema throws.
  */
 export function compileParams(what: string, schema: Record<string, unknown>): ParamsCheck {

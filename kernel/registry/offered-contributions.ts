@@ -1,14 +1,15 @@
-import type { PluginEnablementService } from '../../kernel/plugin-api.ts';
+import type { PluginEnablementService } from '../plugin-api.ts';
 
 /**
- * The contributions to one of the pipeline's extension points (recipe types, step types), by id,
- * offered in an organization only where the pipeline and the contributing plugin are enabled.
+ * The contributions to one plugin's extension point (recipe types, step types, card types), by id,
+ * offered in an organization only where the owner and the contributing plugin are enabled: the
+ * bookkeeping every owner of such a point needs, so each does not write its own.
  */
 export class OfferedContributions<T extends { id: string; pluginId: string }> {
   private readonly entries = new Map<string, T>();
 
   constructor(
-    /** The pipeline's own id: where the pipeline is off, nothing is offered. */
+    /** The owner's plugin id: where the owner is off, nothing is offered. */
     private readonly ownerId: string,
     private readonly enablement: PluginEnablementService,
   ) {}

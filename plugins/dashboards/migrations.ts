@@ -1,0 +1,39 @@
+import type { Migration } from '../../storage/index.ts';
+
+/** Dashboards and their cards. Frozen: never import current code here. */
+export const dashboardsMigrations: Record<string, Migration> = {
+  '2026-12-02T0100_dashboards': {
+    async up({ db, storage }) {
+      await storage
+        .addIdColumn(db.schema.createTable('dashboards'))
+        .addColumn('org_id', 'integer', (c) => c.notNull().references('organizations.id').onDelete('cascade'))
+        .addColumn('project_id', 'integer', (c) => c.notNull())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('description', 'text')
+        // [{column, label}]: query parameters of a card's data that narrow every card whose dataset has the column.
+        .addColumn('filters', storage.types.json, (c) => c.notNull())
+        .addColumn('created_by', 'integer')
+        .addColumn('created_at', storage.types.timestamp, (c) => c.notNull())
+        .addColumn('updated_at', storage.types.timestamp, (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('dashboards_org_project').on('dashboards').columns(['org_id', 'project_id']).execute();
+      await storage
+        .addIdColumn(db.schema.createTable('dashboards_cards'))
+        .addColumn('org_id', 'integer', (c) => c.notNull())
+        .addColumn('dashboard_id', 'integer', (c) => c.notNull().references('dashboards.id').onDelete('cascade'))
+        .addColumn('type', 'text', (c) => c.notNull())
+        .addColumn('title', 'text')
+        // {x, y, w, h} on the dashboard's grid.
+        .addColumn('layout', storage.types.json, (c) => c.notNull())
+        .addColumn('config', storage.types.json, (c) => c.notNull())
+        .addColumn('created_at', storage.types.timestamp, (c) => c.notNull())
+        .addColumn('updated_at', storage.types.timestamp, (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('dashboards_cards_dashboard').on('dashboards_cards').columns(['dashboard_id']).execute();
+    },
+    async down({ db }) {
+      await db.schema.dropTable('dashboards_cards').execute();
+      await db.schema.dropTable('dashboards').execute();
+    },
+  },
+};

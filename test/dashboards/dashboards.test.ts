@@ -1,0 +1,297 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DIALECTS, startTestKernel, type TestKernel, type TestResponse } from '../harness/index.ts';
+
+function expectProblem(res: TestResponse, status: number, path?: string) {
+  expect(res.status, res.text).toBe(status);
+  expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+  if (path) expect(res.body.errors.map((e: { path: string }) => e.path)).toContain(path);
+}
+
+/**
+ * An event log whose directly-follows graph is known by hand (times in minutes after 09:00):
+ * c1 A0 B10 C30, c2 A0 B20 C25 (EU); c3 A0 C60, c4 A0 B5 B6 C16 (US).
+ */
+const EVENTS = [
+  ['c1', 'A', 0, 'EU', 10, 'ann@example.test'],
+  ['c1', 'B', 10, 'EU', 20, 'ann@example.test'],
+  ['c1', 'C', 30, 'EU', 30, 'ann@example.test'],
+  ['c2', 'A', 0, 'EU', 5, 'bob@example.test'],
+  ['c2', 'B', 20, 'EU', 5, 'bob@example.test'],
+  ['c2', 'C', 25, 'EU', 5, 'bob@example.test'],
+  ['c3', 'A', 0, 'US', 100, 'cy@example.test'],
+  ['c3', 'C', 60, 'US', 100, 'cy@example.test'],
+  ['c4', 'A', 0, 'US', 1, 'di@example.test'],
+  ['c4', 'B', 5, 'US', 1, 'di@example.test'],
+  ['c4', 'B', 6, 'US', 1, 'di@example.test'],
+  ['c4', 'C', 16, 'US', 1, 'di@example.test'],
+] as const;
+const at = (minutes: number) => new Date(Date.UTC(2026, 10, 2, 9, minutes)).toISOString();
+const EVENTS_CSV = `case_id,activity,at,region,amount,email\n${EVENTS.map(([c, a, m, r, amount, e]) => `${c},${a},${at(m)},${r},${amount},${e}`).join('\n')}\n`;
+
+/** Issue 18, "Dashboards": through HTTP on both adapters. */
+describe.each(DIALECTS)('dashboards (%s)', (dialect) => {
+  let t: TestKernel;
+  let projectId: number;
+  let eventsId: number;
+  let viewer: { id: number; token: string };
+  let other: { orgId: number; token: string };
+
+  const processMap = { type: 'process_map', title: 'Order flow', config: { dataset_id: 0, case_column: 'case_id', activity_column: 'activity', timestamp_column: 'at' } };
+  const create = (body: Record<string, unknown>, token?: string) => t.request('POST', '/api/dashboards', { body: { project_id: projectId, name: 'Ops', ...body }, ...(token ? { token } : {}) });
+  const data = (dashboard: number, card: number, query = '', token?: string) => t.request('GET', `/api/dashboards/${dashboard}/cards/${card}/data${query}`, token ? { token } : {});
+
+  beforeAll(async () => {
+    t = await startTestKernel({ dialect });
+    viewer = await t.userToken('viewer');
+    other = await t.outsider('dashboards-outsider');
+    const project = await t.request('POST', '/api/projects', { body: { key: 'DASH', name: 'Dashboards' } });
+    projectId = project.body.id;
+    const columns = [
+      { name: 'case_id', type: 'string' },
+      { name: 'activity', type: 'string' },
+      { name: 'at', type: 'timestamp' },
+      { name: 'region', type: 'string' },
+      { name: 'amount', type: 'number' },
+      { name: 'email', type: 'string', pii: true },
+    ];
+    const dataset = await t.request('POST', '/api/datasets', { body: { project_id: projectId, name: 'order_events', columns } });
+    expect(dataset.status, dataset.text).toBe(201);
+    eventsId = dataset.body.id;
+    const upload = await t.request('POST', `/api/datasets/${eventsId}/data`, { body: EVENTS_CSV, headers: { 'content-type': 'text/csv' } });
+    expect(upload.status, upload.text).toBe(200);
+    processMap.config.dataset_id = eventsId;
+  });
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  it('lists the built-in card types with their config schemas', async () => {
+    const res = await t.request('GET', '/api/dashboards/card-types', { token: viewer.token });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.items.map((c: { type: string }) => c.type)).toEqual(['chart', 'metric', 'process_map', 'table', 'text']);
+    const map = res.body.items.find((c: { type: string }) => c.type === 'process_map');
+    expect(map).toMatchObject({ plugin_id: 'card_process_map', config: { required: ['dataset_id', 'case_column', 'activity_column', 'timestamp_column'] } });
+  });
+
+  it('computes the process map in the database: nodes, edges with mean and median durations, start and end activities, cases', async () => {
+    const created = await create({ cards: [processMap] });
+    expect(created.status, created.text).toBe(201);
+    const [card] = created.body.cards;
+    expect(card).toMatchObject({ id: expect.any(Number), type: 'process_map', title: 'Order flow', layout: { x: 0, y: 0, w: 12, h: 6 } });
+    const res = await data(created.body.id, card.id);
+    expect(res.status, res.text).toBe(200);
+    expect(res.body).toMatchObject({ card_id: card.id, type: 'process_map' });
+    expect(res.body.data).toEqual({
+      nodes: [
+        { activity: 'A', count: 4 },
+        { activity: 'B', count: 4 },
+        { activity: 'C', count: 4 },
+      ],
+      edges: [
+        { from: 'A', to: 'B', count: 3, mean_duration_s: 700, median_duration_s: 600 },
+        { from: 'B', to: 'C', count: 3, mean_duration_s: 700, median_duration_s: 600 },
+        { from: 'A', to: 'C', count: 1, mean_duration_s: 3600, median_duration_s: 3600 },
+        { from: 'B', to: 'B', count: 1, mean_duration_s: 60, median_duration_s: 60 },
+      ],
+      start_activities: [{ activity: 'A', count: 4 }],
+      end_activities: [{ activity: 'C', count: 4 }],
+      cases: 4,
+      truncated: false,
+    });
+
+    // Rare edges left out; a dashboard filter narrows the log (an even count: the median is the mean of the middle two).
+    const rare = await t.request('PATCH', `/api/dashboards/${created.body.id}/cards/${card.id}`, { body: { config: { ...processMap.config, min_edge_count: 2 } } });
+    expect(rare.status, rare.text).toBe(200);
+    await t.request('PATCH', `/api/dashboards/${created.body.id}`, { body: { filters: [{ column: 'region', label: 'Region' }] } });
+    const narrowed = await data(created.body.id, card.id, '?region=EU');
+    expect(narrowed.status, narrowed.text).toBe(200);
+    expect(narrowed.body.data.edges).toEqual([
+      { from: 'A', to: 'B', count: 2, mean_duration_s: 900, median_duration_s: 900 },
+      { from: 'B', to: 'C', count: 2, mean_duration_s: 750, median_duration_s: 750 },
+    ]);
+    expect(narrowed.body.data.cases).toBe(2);
+
+    const csv = await t.request('GET', `/api/dashboards/${created.body.id}/cards/${card.id}/export?region=EU`);
+    expect(csv.status, csv.text).toBe(200);
+    expect(csv.headers.get('content-type')).toMatch(/^text\/csv/);
+    expect(csv.text).toBe('from,to,count,mean_duration_s,median_duration_s\nA,B,2,900,900\nB,C,2,750,750\n');
+  });
+
+  it('computes metric, table and chart cards, filtered; a metric of a governed query; text as sanitized HTML', async () => {
+    const created = await create({
+      filters: [{ column: 'region' }, { column: 'activity', label: 'Step' }],
+      cards: [
+        { type: 'metric', title: 'Cases', config: { dataset_id: eventsId, aggregation: 'count_distinct', column: 'case_id' } },
+        { type: 'table', config: { dataset_id: eventsId, columns: ['case_id', 'activity', 'amount'], sort: [{ column: 'amount', direction: 'desc' }, { column: 'case_id' }, { column: 'activity' }], limit: 3 } },
+        { type: 'chart', config: { dataset_id: eventsId, chart: 'bar', x: 'activity', y: 'amount', aggregation: 'sum', series: 'region' } },
+        { type: 'metric', config: { query: { sql: 'select max(amount) as top from order_events where region = $1', params: ['EU'] } } },
+        { type: 'text', config: { markdown: '# Ops\n\n**Bold** [docs](https://example.test) [bad](javascript:alert(1)) <script>alert(1)</script><img src="https://tracker.example/x.png"> <b onclick="x()">b</b>' } },
+      ],
+    });
+    expect(created.status, created.text).toBe(201);
+    const [metric, table, chart, query, text] = created.body.cards.map((c: { id: number }) => c.id);
+    // Cards without a layout are stacked.
+    expect(created.body.cards.map((c: { layout: { y: number } }) => c.layout.y)).toEqual([0, 6, 12, 18, 24]);
+    const id = created.body.id;
+
+    expect((await data(id, metric)).body.data).toEqual({ value: 4, label: 'count_distinct(case_id)' });
+    expect((await data(id, metric, '?region=EU')).body.data.value).toBe(2);
+    expect((await data(id, metric, '?activity=A&activity=B&region=US')).body.data.value).toBe(2);
+
+    const rows = await data(id, table);
+    expect(rows.body.data).toEqual({
+      columns: [
+        { name: 'case_id', type: expect.any(String) },
+        { name: 'activity', type: expect.any(String) },
+        { name: 'amount', type: expect.any(String) },
+      ],
+      rows: [
+        ['c3', 'A', 100],
+        ['c3', 'C', 100],
+        ['c1', 'C', 30],
+      ],
+      truncated: true,
+    });
+
+    const bars = await data(id, chart);
+    expect(bars.body.data).toEqual({
+      chart: 'bar',
+      x: 'activity',
+      y: 'sum(amount)',
+      series_column: 'region',
+      series: [
+        { name: 'EU', points: [['A', 15], ['B', 25], ['C', 35]] },
+        { name: 'US', points: [['A', 101], ['B', 2], ['C', 101]] },
+      ],
+      truncated: false,
+    });
+    const barsCsv = await t.request('GET', `/api/dashboards/${id}/cards/${chart}/export?region=US`);
+    expect(barsCsv.text).toBe('activity,region,sum(amount)\nA,US,101\nB,US,2\nC,US,101\n');
+
+    // A governed query's metric is not narrowed by the dashboard's filters.
+    expect((await data(id, query, '?region=US')).body.data).toEqual({ value: 30, label: 'top' });
+
+    const html = (await data(id, text)).body.data.html as string;
+    expect(html).toContain('<h1>Ops</h1>');
+    expect(html).toContain('<strong>Bold</strong>');
+    expect(html).toContain('href="https://example.test"');
+    for (const bad of ['<script', 'javascript:', '<img', 'tracker.example', 'onclick']) expect(html).not.toContain(bad);
+    expectProblem(await t.request('GET', `/api/dashboards/${id}/cards/${text}/export`), 422);
+  });
+
+  it('computes data as the viewer: row policies and PII masking apply; a viewer cannot change dashboards', async () => {
+    const group = await t.request('POST', '/api/groups', { body: { name: 'eu-readers', capabilities: [] } });
+    expect((await t.request('POST', `/api/groups/${group.body.id}/members`, { body: { user_id: viewer.id } })).status).toBe(201);
+    const policy = await t.request('POST', `/api/datasets/${eventsId}/row-policies`, { body: { group_id: group.body.id, filters: ['region:eq:EU'] } });
+    expect(policy.status, policy.text).toBe(201);
+    const created = await create({ cards: [processMap, { type: 'table', config: { dataset_id: eventsId, columns: ['case_id', 'email'], sort: [{ column: 'case_id' }], limit: 1 } }] });
+    const [map, table] = created.body.cards.map((c: { id: number }) => c.id);
+
+    expect((await data(created.body.id, map)).body.data.cases).toBe(4);
+    expect((await data(created.body.id, map, '', viewer.token)).body.data.cases).toBe(2);
+    expect((await data(created.body.id, table)).body.data.rows).toEqual([['c1', 'ann@example.test']]);
+    const masked = await data(created.body.id, table, '', viewer.token);
+    expect(masked.body.data.rows).toEqual([['c1', '***']]);
+    const maskedCsv = await t.request('GET', `/api/dashboards/${created.body.id}/cards/${table}/export`, { token: viewer.token });
+    expect(maskedCsv.text).toBe('case_id,email\nc1,***\n');
+
+    expectProblem(await create({ cards: [] }, viewer.token), 403);
+    expectProblem(await t.request('PATCH', `/api/dashboards/${created.body.id}`, { body: { name: 'x' }, token: viewer.token }), 403);
+    expectProblem(await t.request('DELETE', `/api/dashboards/${created.body.id}/cards/${map}`, { token: viewer.token }), 403);
+    expect((await t.request('GET', `/api/dashboards/${created.body.id}`, { token: viewer.token })).status).toBe(200);
+    await t.request('DELETE', `/api/datasets/${eventsId}/row-policies/${policy.body.id}`);
+  });
+
+  it('adds, changes and removes cards one by one; lists, changes and deletes dashboards', async () => {
+    const created = await create({ name: 'Crud', description: 'first' });
+    expect(created.status, created.text).toBe(201);
+    expect(created.body).toMatchObject({ name: 'Crud', description: 'first', cards: [], filters: [], project_id: projectId, created_by: expect.any(Number) });
+    const id = created.body.id;
+    const added = await t.request('POST', `/api/dashboards/${id}/cards`, { body: { type: 'metric', config: { dataset_id: eventsId }, layout: { x: 12, y: 0, w: 12, h: 3 } } });
+    expect(added.status, added.text).toBe(201);
+    expect(added.body).toMatchObject({ type: 'metric', title: null, layout: { x: 12, y: 0, w: 12, h: 3 } });
+    const second = await t.request('POST', `/api/dashboards/${id}/cards`, { body: { type: 'text', title: 'Notes', config: { markdown: 'hi' } } });
+    expect(second.body.layout).toEqual({ x: 0, y: 3, w: 12, h: 6 });
+    const changed = await t.request('PATCH', `/api/dashboards/${id}/cards/${added.body.id}`, { body: { title: 'Events', type: 'table', config: { dataset_id: eventsId, limit: 2 } } });
+    expect(changed.status, changed.text).toBe(200);
+    expect(changed.body).toMatchObject({ id: added.body.id, type: 'table', title: 'Events', layout: { x: 12, y: 0, w: 12, h: 3 } });
+    expect((await data(id, added.body.id)).body.data.rows).toHaveLength(2);
+    expect((await t.request('DELETE', `/api/dashboards/${id}/cards/${second.body.id}`)).status).toBe(204);
+    expectProblem(await t.request('DELETE', `/api/dashboards/${id}/cards/${second.body.id}`), 404);
+    const renamed = await t.request('PATCH', `/api/dashboards/${id}`, { body: { name: 'Crud 2', description: null } });
+    expect(renamed.body).toMatchObject({ name: 'Crud 2', description: null, cards: [{ id: added.body.id }] });
+    const listed = await t.request('GET', `/api/dashboards?project_id=${projectId}`, { token: viewer.token });
+    expect(listed.body.items.map((d: { id: number }) => d.id)).toContain(id);
+    // A project holding dashboards is not deleted.
+    expectProblem(await t.request('DELETE', `/api/projects/${projectId}`), 409);
+    expect((await t.request('DELETE', `/api/dashboards/${id}`)).status).toBe(204);
+    expectProblem(await t.request('GET', `/api/dashboards/${id}`), 404);
+    expectProblem(await data(id, added.body.id), 404);
+  });
+
+  it('refuses bad dashboards and cards with a 400 naming the field, and saves nothing', async () => {
+    const before = (await t.request('GET', '/api/dashboards')).body.items.length;
+    const cases: [Record<string, unknown>, string][] = [
+      [{ cards: [{ type: 'gauge', config: {} }] }, 'body.cards.0.type'],
+      [{ cards: [{ type: 'process_map', config: { dataset_id: eventsId, case_column: 'case_id' } }] }, 'body.cards.0.config.activity_column'],
+      [{ cards: [{ type: 'process_map', config: { ...processMap.config, extra: 1 } }] }, 'body.cards.0.config.extra'],
+      [{ cards: [{ type: 'process_map', config: { ...processMap.config, activity_column: 'nope' } }] }, 'body.cards.0.config.activity_column'],
+      [{ cards: [{ type: 'process_map', config: { ...processMap.config, timestamp_column: 'region' } }] }, 'body.cards.0.config.timestamp_column'],
+      [{ cards: [{ type: 'process_map', config: { ...processMap.config, min_edge_count: 0 } }] }, 'body.cards.0.config.min_edge_count'],
+      [{ cards: [{ type: 'chart', config: { dataset_id: eventsId, chart: 'radar', x: 'activity' } }] }, 'body.cards.0.config.chart'],
+      [{ cards: [{ type: 'chart', config: { dataset_id: eventsId, chart: 'bar', x: 'activity', y: 'region', aggregation: 'sum' } }] }, 'body.cards.0.config.y'],
+      [{ cards: [{ type: 'chart', config: { dataset_id: eventsId, chart: 'pie', x: 'activity', series: 'region' } }] }, 'body.cards.0.config.series'],
+      [{ cards: [{ type: 'metric', config: { dataset_id: eventsId, aggregation: 'avg' } }] }, 'body.cards.0.config.column'],
+      [{ cards: [{ type: 'metric', config: {} }] }, 'body.cards.0.config.dataset_id'],
+      [{ cards: [{ type: 'table', config: { dataset_id: 999_999 } }] }, 'body.cards.0.config.dataset_id'],
+      [{ cards: [{ type: 'table', config: { dataset_id: eventsId, columns: ['case_id" from order_events; drop table x; --'] } }] }, 'body.cards.0.config.columns.0'],
+      [{ cards: [{ type: 'table', config: { dataset_id: eventsId, sort: [{ column: "amount' /* */" }] } }] }, 'body.cards.0.config.sort.0.column'],
+      [{ cards: [{ type: 'text', config: { markdown: 'x'.repeat(20_001) } }] }, 'body.cards.0.config.markdown'],
+      [{ cards: [{ type: 'text', config: { markdown: 'ok' }, layout: { x: 20, y: 0, w: 6, h: 2 } }] }, 'body.cards.0.layout.w'],
+      [{ cards: [{ type: 'text', config: { markdown: 'ok' }, layout: { x: -1, y: 0, w: 6, h: 2 } }] }, 'body.cards.0.layout.x'],
+      [{ filters: [{ column: 'region' }, { column: 'region' }] }, 'body.filters.1.column'],
+      [{ name: '' }, 'body.name'],
+      [{ name: 'x'.repeat(201) }, 'body.name'],
+      [{ surprise: true }, 'body'],
+    ];
+    for (const [body, path] of cases) expectProblem(await create(body), 400, path);
+    // Another organization's dataset is not found here; another organization's project is a 422.
+    const foreign = await t.request('POST', '/api/projects', { token: other.token, body: { key: 'FOREIGN', name: 'Foreign' } });
+    const foreignDataset = await t.request('POST', '/api/datasets', { token: other.token, body: { project_id: foreign.body.id, name: 'foreign_events', columns: [{ name: 'case_id', type: 'string' }] } });
+    expectProblem(await create({ cards: [{ type: 'table', config: { dataset_id: foreignDataset.body.id } }] }), 400, 'body.cards.0.config.dataset_id');
+    expectProblem(await create({ project_id: foreign.body.id }), 422, 'body.project_id');
+    expect((await t.request('GET', '/api/dashboards')).body.items).toHaveLength(before);
+  });
+
+  it('refuses filters that are not the dashboard\u2019s or do not fit the column; hostile values are bound, never run', async () => {
+    const created = await create({ filters: [{ column: 'region' }, { column: 'amount' }, { column: 'at' }], cards: [{ type: 'metric', config: { dataset_id: eventsId } }] });
+    const [card] = created.body.cards;
+    const id = created.body.id;
+    expectProblem(await data(id, card.id, '?country=FR'), 400, 'query.country');
+    expectProblem(await data(id, card.id, '?amount=ten'), 400, 'query.amount');
+    expectProblem(await data(id, card.id, '?at=yesterday'), 400, 'query.at');
+    expectProblem(await data(id, card.id, `?region=${'x'.repeat(1001)}`), 400, 'query.region');
+    expectProblem(await data(id, card.id, `?region=a%00b`), 400, 'query.region');
+    expectProblem(await data(id, card.id, `?${Array.from({ length: 101 }, (_, i) => `region=r${i}`).join('&')}`), 400, 'query.region');
+    for (const hostile of ["EU' or '1'='1", 'EU" or "1"="1', "EU'; drop table order_events; --", 'EU /* */ or 1=1', "EU') union select 1 --", '(a+)+$'.repeat(10)]) {
+      const res = await data(id, card.id, `?region=${encodeURIComponent(hostile)}`);
+      expect(res.status, res.text).toBe(200);
+      expect(res.body.data.value).toBe(0);
+    }
+    expect((await data(id, card.id, '?amount=100&amount=1')).body.data.value).toBe(6);
+    expect((await data(id, card.id, `?at=${encodeURIComponent(at(0))}`)).body.data.value).toBe(4);
+    // An empty value is null: no event has a null region.
+    expect((await data(id, card.id, '?region=')).body.data.value).toBe(0);
+    // The dataset is still whole.
+    expect((await t.request('GET', `/api/datasets/${eventsId}`)).body.row_count).toBe(EVENTS.length);
+  });
+
+  it('answers 409 for a card whose dataset was deleted since', async () => {
+    const scratch = await t.request('POST', '/api/datasets', { body: { project_id: projectId, name: 'scratch_events', columns: [{ name: 'n', type: 'integer' }] } });
+    const created = await create({ cards: [{ type: 'metric', config: { dataset_id: scratch.body.id, aggregation: 'sum', column: 'n' } }] });
+    expect(created.status, created.text).toBe(201);
+    expect((await data(created.body.id, created.body.cards[0].id)).body.data.value).toBeNull();
+    expect((await t.request('DELETE', `/api/datasets/${scratch.body.id}`)).status).toBe(204);
+    expectProblem(await data(created.body.id, created.body.cards[0].id), 409);
+  });
+});
