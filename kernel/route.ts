@@ -110,6 +110,11 @@ export interface RouteDefinition<R extends RouteRequestSchemas = RouteRequestSch
   method: HttpMethod;
   /** Path relative to the plugin's prefix, OpenAPI style: `/{id}/reload`; `''` is the prefix itself. */
   path: string;
+  /**
+   * A page a person opens in a browser rather than an API operation: mounted under the manifest's
+   * `router.pages` prefix (under `/p`) instead of its `/api` prefix. Its answer sets its own CSP.
+   */
+  page?: boolean;
   summary: string;
   description?: string;
   security: S;

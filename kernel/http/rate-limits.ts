@@ -6,7 +6,7 @@ import type { RequestState } from './state.ts';
 export interface RateLimitSettings {
   /** Requests per second per client address on /api/auth/*; 0 = off. */
   authPerSecond: number;
-  /** Requests per second per client address on the rest of /api/; 0 = off. */
+  /** Requests per second per client address on the rest of /api/ and on plugins' pages (/p/); 0 = off. */
   apiPerSecond: number;
 }
 
@@ -33,7 +33,8 @@ export function rateLimits(store: RateLimitStore, settings: RateLimitSettings): 
   return (ctx, next) => {
     const path = ctx.path;
     const auth = inAuthBucket(path);
-    if (auth ? settings.authPerSecond > 0 : settings.apiPerSecond > 0 && path.startsWith('/api/')) return limited(ctx, next, auth);
+    // Plugins' pages (/p/: a published dashboard, open to anyone with its link) count as API calls.
+    if (auth ? settings.authPerSecond > 0 : settings.apiPerSecond > 0 && (path.startsWith('/api/') || path.startsWith('/p/'))) return limited(ctx, next, auth);
     return next();
   };
 }

@@ -29,13 +29,16 @@ const routeKey = (method: string, path: string) => `${method.toUpperCase()} ${pa
 export function mountedRoutes(plugin: LoadedPlugin): MountedRoute[] {
   const router = plugin.manifest.router;
   if (!router) return [];
-  return plugin.routes.map((route) => ({ plugin, route, path: `${router.prefix}${route.path}`, tag: router.tag }));
+  return plugin.routes.map((route) => ({ plugin, route, path: `${route.page ? router.pages : router.prefix}${route.path}`, tag: router.tag }));
 }
 
 /** A route that would shadow another, a capability defined twice or a malformed route: the first problem found. */
 export function findConflict(candidate: LoadedPlugin, others: Iterable<LoadedPlugin>): PluginLoadError | null {
   if (candidate.routes.length > 0 && !candidate.manifest.router) {
     return pluginErrors.routeInvalid(candidate.id, 'contributes routes but its manifest declares no router prefix');
+  }
+  if (candidate.routes.some((route) => route.page) && !candidate.manifest.router?.pages) {
+    return pluginErrors.routeInvalid(candidate.id, 'contributes pages but its manifest declares no router.pages prefix');
   }
   const taken = new Map<string, string>();
   const capabilities = new Map<string, string>();

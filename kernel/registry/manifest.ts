@@ -48,6 +48,8 @@ export const manifestSchema = z
       .object({
         prefix: z.string().regex(/^\/api(\/[a-z0-9-]+)+$/, 'must be a path under /api such as /api/projects'),
         tag: z.string().min(1),
+        /** Where the router's pages (routes declared `page: true`: HTML for a browser, e.g. a published dashboard) are mounted. */
+        pages: z.string().regex(/^\/p(\/[a-z0-9-]+)+$/, 'must be a path under /p such as /p/dashboards').optional(),
       })
       .strict()
       .optional(),

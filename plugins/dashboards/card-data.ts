@@ -49,18 +49,19 @@ export class CardService {
   /**
    * The card's data computed for `principal` (the viewer, or a published page's publisher) through
    * governed SQL, narrowed by the dashboard's filters set in `filterValues` (column → texts).
+   * `maskPii`: every PII column reads masked, whatever `principal` holds (a published page).
    */
-  async data(dashboard: Dashboard, card: Card, filterValues: Record<string, string | string[]>, principal: Principal, audit: RequestAudit): Promise<CardData> {
+  async data(dashboard: Dashboard, card: Card, filterValues: Record<string, string | string[]>, principal: Principal, audit: RequestAudit, options: { maskPii?: boolean } = {}): Promise<CardData> {
     const orgId = dashboard.org_id;
     const type = await this.deps.types.get(orgId, card.type);
     if (!type) throw problems.unprocessable(`the card's type "${card.type}" is not offered in this organization (its plugin is off or gone)`);
     const filters = this.filters(dashboard, filterValues);
     const dataset = (id: number, location: string) => this.dataset(orgId, id, location, 'data');
     await type.contribution.check?.({ config: card.config, orgId, at: 'config', dataset });
-    return this.compute(type, card, filters, orgId, principal, audit);
+    return this.compute(type, card, filters, orgId, principal, audit, options.maskPii ? [] : undefined);
   }
 
-  private compute(type: OfferedCardType, card: Card, filters: ActiveFilters, orgId: number, principal: Principal, audit: RequestAudit): Promise<CardData> {
+  private compute(type: OfferedCardType, card: Card, filters: ActiveFilters, orgId: number, principal: Principal, audit: RequestAudit, unmasked: readonly string[] | undefined): Promise<CardData> {
     const { governed, storage } = this.deps;
     return type.contribution.data({
       config: card.config,
@@ -70,9 +71,9 @@ export class CardService {
       query: (build, options) => {
         const statement = new CardStatement(filters, storage.secondsBetweenSql);
         const text = build(statement);
-        return governed.run({ sql: text, params: statement.params, limit: Math.min(options?.limit ?? 1000, CARD_MAX_ROWS) }, orgId, principal, audit);
+        return governed.run({ sql: text, params: statement.params, limit: Math.min(options?.limit ?? 1000, CARD_MAX_ROWS), unmasked }, orgId, principal, audit);
       },
-      governed: (query, options) => governed.run({ sql: query.sql, params: query.params ?? [], limit: Math.min(options?.limit ?? 1000, CARD_MAX_ROWS) }, orgId, principal, audit),
+      governed: (query, options) => governed.run({ sql: query.sql, params: query.params ?? [], limit: Math.min(options?.limit ?? 1000, CARD_MAX_ROWS), unmasked }, orgId, principal, audit),
     });
   }
 

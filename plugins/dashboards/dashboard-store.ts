@@ -110,9 +110,11 @@ export class DashboardStore {
     return this.get(orgId, id);
   }
 
+  /** Deletes the dashboard with its cards and share links (their pages are gone with it). */
   async remove(orgId: number, id: number): Promise<void> {
     await this.storage.transaction(async (trx) => {
       await trx.deleteFrom('dashboards_cards').where('org_id', '=', orgId).where('dashboard_id', '=', id).execute();
+      await trx.deleteFrom('dashboards_links').where('org_id', '=', orgId).where('dashboard_id', '=', id).execute();
       const deleted = await trx.deleteFrom('dashboards').where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst();
       if (Number(deleted.numDeletedRows) === 0) throw problems.notFound(`no dashboard ${id} in this organization`);
     });

@@ -36,4 +36,26 @@ export const dashboardsMigrations: Record<string, Migration> = {
       await db.schema.dropTable('dashboards').execute();
     },
   },
+  '2026-12-02T0200_dashboards_links': {
+    async up({ db, storage }) {
+      // Share links of published dashboards. The link's token is signed (the platform's keyed HMAC
+      // over the id and nonce): only the nonce is kept, never the token itself.
+      await storage
+        .addIdColumn(db.schema.createTable('dashboards_links'))
+        .addColumn('org_id', 'integer', (c) => c.notNull())
+        .addColumn('dashboard_id', 'integer', (c) => c.notNull().references('dashboards.id').onDelete('cascade'))
+        .addColumn('nonce', 'text', (c) => c.notNull())
+        // Whose view of the data the page shows (their rights of now, PII always masked).
+        .addColumn('published_by', 'integer', (c) => c.notNull())
+        .addColumn('created_at', storage.types.timestamp, (c) => c.notNull())
+        .addColumn('expires_at', storage.types.timestamp, (c) => c.notNull())
+        .addColumn('revoked_at', storage.types.timestamp)
+        .addColumn('revoked_by', 'integer')
+        .execute();
+      await db.schema.createIndex('dashboards_links_dashboard').on('dashboards_links').columns(['dashboard_id']).execute();
+    },
+    async down({ db }) {
+      await db.schema.dropTable('dashboards_links').execute();
+    },
+  },
 };

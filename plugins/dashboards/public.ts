@@ -90,3 +90,17 @@ export const cardTypes = defineExtensionPoint<CardTypeContribution>({
     })
     .strict(),
 });
+
+/**
+ * The durable event published with a dashboard's new share link (POST /api/dashboards/{id}/publish),
+ * in the transaction that creates it.
+ */
+export const DASHBOARD_PUBLISHED = 'dashboard.published';
+export interface DashboardPublishedEvent {
+  dashboard_id: number;
+  link_id: number;
+  name: string;
+  project_id: number;
+  published_by: number;
+  expires_at: string;
+}

@@ -294,4 +294,146 @@ describe.each(DIALECTS)('dashboards (%s)', (dialect) => {
     expect((await t.request('DELETE', `/api/datasets/${scratch.body.id}`)).status).toBe(204);
     expectProblem(await data(created.body.id, created.body.cards[0].id), 409);
   });
+
+  describe('published pages', () => {
+    let dashboardId: number;
+    const publish = (body: Record<string, unknown> = {}, id = dashboardId) => t.request('POST', `/api/dashboards/${id}/publish`, { body });
+    const page = (token: string, query = '') => t.request('GET', `/p/dashboards/${token}${query}`, { token: null });
+
+    beforeAll(async () => {
+      expect((await t.request('PUT', '/api/branding', { body: { display_name: 'Acme <Ops>', primary_color: '#123456', accent_color: '#abcdef' } })).status).toBe(200);
+      const created = await create({
+        name: 'Public ops',
+        filters: [{ column: 'region' }],
+        cards: [processMap, { type: 'table', title: 'Who', config: { dataset_id: eventsId, columns: ['case_id', 'email'], sort: [{ column: 'case_id' }], limit: 2 } }],
+      });
+      dashboardId = created.body.id;
+    });
+
+    it('publishes a signed link whose page shows the data as the publisher sees it, PII masked, branded, under a strict CSP', async () => {
+      const before = Date.now();
+      const link = await publish();
+      expect(link.status, link.text).toBe(201);
+      expect(link.body).toMatchObject({ id: expect.any(Number), dashboard_id: dashboardId, state: 'active', revoked_at: null, url: `/p/dashboards/${link.body.token}` });
+      expect(Date.parse(link.body.expires_at) - before).toBeGreaterThan(29 * 86_400_000);
+      expect(link.body.token).toMatch(/^\d+\.[A-Za-z0-9_-]{22}\.[0-9a-f]{64}$/);
+
+      const res = await page(link.body.token);
+      expect(res.status, res.text).toBe(200);
+      expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+      const csp = res.headers.get('content-security-policy')!;
+      expect(csp).toContain("default-src 'none'");
+      expect(csp).toContain("script-src 'self'");
+      expect(csp).not.toContain('unsafe-inline');
+      expect(res.headers.get('cache-control')).toBe('no-store');
+      expect(res.text).toContain('Acme &lt;Ops&gt;');
+      expect(res.text).not.toContain('Acme <Ops>');
+      // The admin who published holds datasets.pii.read; the page masks PII all the same.
+      expect(res.text).toContain('***');
+      expect(res.text).not.toContain('ann@example.test');
+      const json = JSON.parse(/<script type="application\/json" id="dashboard-data">(.*?)<\/script>/s.exec(res.text)![1]);
+      expect(json.colors).toEqual({ primary: '#123456', accent: '#abcdef' });
+      expect(json.cards.map((c: { type: string }) => c.type)).toEqual(['process_map', 'table']);
+      expect(json.cards[0].data.cases).toBe(4);
+      expect(json.cards[1].data.rows).toEqual([['c1', '***'], ['c1', '***']]);
+      // Every script is a file of this server.
+      expect([...res.text.matchAll(/<script([^>]*)>/g)].map((m) => m[1])).toEqual([' type="application/json" id="dashboard-data"', expect.stringMatching(/^ src="assets\/[0-9a-f]{16}\/echarts\.min\.js"$/), expect.stringMatching(/^ src="assets\/[0-9a-f]{16}\/page\.js"$/)]);
+      // The dashboard's filters work in the page's query string.
+      const eu = await page(link.body.token, '?region=EU');
+      expect(JSON.parse(/id="dashboard-data">(.*?)<\/script>/s.exec(eu.text)![1]).cards[0].data.cases).toBe(2);
+      expectProblem(await page(link.body.token, '?nope=1'), 400, 'query.nope');
+
+      // Listed with its state, never its token; in the publishing registry; the event published.
+      const listed = await t.request('GET', `/api/dashboards/${dashboardId}/publish`);
+      expect(listed.body.items.find((l: { id: number }) => l.id === link.body.id)).toMatchObject({ state: 'active' });
+      expect(listed.text).not.toContain(link.body.token);
+      const assets = await t.request('GET', '/api/publishing/assets?asset_type=dashboard');
+      expect(assets.body.items).toEqual([expect.objectContaining({ asset_type: 'dashboard', id: dashboardId, name: 'Public ops', status: 'published', url: `/api/dashboards/${dashboardId}/publish` })]);
+      const events = await t.kernel.storage.db.selectFrom('event_outbox').select(['type', 'payload']).where('type', '=', 'dashboard.published').execute();
+      expect(events.map((e) => t.kernel.storage.decodeJson<{ link_id: number }>(e.payload).link_id)).toContain(link.body.id);
+    });
+
+    it('serves the page\u2019s assets and the organization\u2019s logo from this server', async () => {
+      const link = await publish();
+      const html = (await page(link.body.token)).text;
+      const url = (name: string) => `/p/dashboards/${new RegExp(`assets/[0-9a-f]{16}/${name.replace('.', '\\.')}`).exec(html)![0]}`;
+      const echarts = await t.request('GET', url('echarts.min.js'), { token: null });
+      expect(echarts.status).toBe(200);
+      expect(echarts.headers.get('content-type')).toMatch(/^text\/javascript/);
+      expect(echarts.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+      expect(echarts.text.length).toBeGreaterThan(500_000);
+      expect((await t.request('GET', url('page.css'), { token: null })).headers.get('content-type')).toMatch(/^text\/css/);
+      const version = url('page.css').split('/')[4];
+      for (const bad of [`${version}/nope.js`, `0000000000000000/page.css`, `${version}/..%2F..%2Fpackage.json`, `${version}/%2Fetc%2Fpasswd`, `${version}/constructor`, `${version}/__proto__`]) {
+        expectProblem(await t.request('GET', `/p/dashboards/assets/${bad}`, { token: null }), 404);
+      }
+      expectProblem(await t.request('GET', `/p/dashboards/${link.body.token}/logo`, { token: null }), 404);
+      const svg = '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 10 10"><rect width="10" height="10" fill="#123456"/></svg>';
+      expect((await t.request('PUT', '/api/branding/logo', { body: svg, headers: { 'content-type': 'image/svg+xml' } })).status).toBe(200);
+      const logo = await t.request('GET', `/p/dashboards/${link.body.token}/logo`, { token: null });
+      expect(logo.status).toBe(200);
+      expect(logo.headers.get('content-type')).toBe('image/svg+xml');
+      expect((await page(link.body.token)).text).toContain(`<img class="logo" src="${link.body.token}/logo"`);
+      expect((await t.request('DELETE', '/api/branding/logo')).status).toBe(204);
+    });
+
+    it('a revoked, expired, forged or altered link answers 404, as does one whose publisher may no longer read it', async () => {
+      const [one, two, three] = [(await publish()).body, (await publish()).body, (await publish()).body];
+      expect((await t.request('DELETE', `/api/dashboards/${dashboardId}/publish/${one.id}`)).status).toBe(204);
+      expectProblem(await page(one.token), 404);
+      expectProblem(await t.request('DELETE', `/api/dashboards/${dashboardId}/publish/${one.id}`), 404);
+      expect((await page(two.token)).status).toBe(200);
+
+      // Expired: its time is up.
+      await t.kernel.storage.db.updateTable('dashboards_links').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).where('id', '=', two.id).execute();
+      expectProblem(await page(two.token), 404);
+      expect((await t.request('GET', `/api/dashboards/${dashboardId}/publish`)).body.items.find((l: { id: number }) => l.id === two.id).state).toBe('expired');
+
+      // Forged and altered tokens.
+      const [id, nonce, signature] = three.token.split('.');
+      const flipped = signature.slice(0, -1) + (signature.endsWith('0') ? '1' : '0');
+      for (const forged of [`${id}.${nonce}.${flipped}`, `${Number(id) + 1}.${nonce}.${signature}`, `${id}.${'A'.repeat(22)}.${signature}`, 'x', `${three.token}x`, encodeURIComponent("1' or '1'='1"), '0.' + 'A'.repeat(22) + '.' + '0'.repeat(64)]) {
+        expectProblem(await page(forged), 404);
+      }
+      expect((await page(three.token)).status).toBe(200);
+
+      // Turned off for the organization: not found there.
+      expect((await t.request('PUT', '/api/plugins/dashboards/organizations/1', { body: { enabled: false } })).status).toBe(200);
+      try {
+        expectProblem(await page(three.token), 404);
+        expectProblem(await t.request('GET', `/p/dashboards/${three.token}/logo`, { token: null }), 404);
+      } finally {
+        expect((await t.request('PUT', '/api/plugins/dashboards/organizations/1', { body: { enabled: true } })).status).toBe(200);
+      }
+
+      // Unpublish: every live link is revoked.
+      expect((await t.request('DELETE', `/api/dashboards/${dashboardId}/publish`)).status).toBe(204);
+      expectProblem(await page(three.token), 404);
+      expect((await t.request('GET', '/api/publishing/assets?asset_type=dashboard')).body.items).toEqual([]);
+    });
+
+    it('a link of a publisher who was deactivated answers 404', async () => {
+      const editor = await t.userToken('editor');
+      const created = await t.request('POST', '/api/dashboards', { token: editor.token, body: { project_id: projectId, name: 'Editor board', cards: [processMap] } });
+      expect(created.status, created.text).toBe(201);
+      const link = await t.request('POST', `/api/dashboards/${created.body.id}/publish`, { token: editor.token, body: {} });
+      expect(link.status, link.text).toBe(201);
+      expect((await page(link.body.token)).status).toBe(200);
+      expect((await t.request('PATCH', `/api/users/${editor.id}`, { body: { is_active: false } })).status).toBe(200);
+      expectProblem(await page(link.body.token), 404);
+    });
+
+    it('refuses a bad expiry with a 400 naming it, and a viewer may not publish', async () => {
+      for (const expires_at of [new Date(Date.now() - 60_000).toISOString(), new Date(Date.now() + 366 * 86_400_000).toISOString(), 'tomorrow', '2026-13-01T00:00:00Z', 42]) {
+        expectProblem(await publish({ expires_at }), 400, 'body.expires_at');
+      }
+      expectProblem(await publish({ surprise: 1 }), 400);
+      const viewerLink = await t.request('POST', `/api/dashboards/${dashboardId}/publish`, { token: viewer.token, body: {} });
+      expectProblem(viewerLink, 403);
+      const inTwoDays = new Date(Date.now() + 2 * 86_400_000).toISOString();
+      const link = await publish({ expires_at: inTwoDays });
+      expect(link.status, link.text).toBe(201);
+      expect(link.body.expires_at).toBe(inTwoDays);
+    });
+  });
 });

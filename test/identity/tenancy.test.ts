@@ -82,6 +82,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
   /** A's dashboard: a process map of A's dataset, and a text card (a marker in its Markdown). */
   let dashboardA: number;
   let cardA: number;
+  /** A share link of A's dashboard (live: revoking it would show in A's snapshot). */
+  let linkA: number;
   /** A loopback peer behind A's connector: counts the calls reaching A's webhook. */
   let hook: { url: string; calls: string[]; close: () => Promise<void> };
 
@@ -223,6 +225,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     cardA = dashboard.body.cards[0].id;
     const cardData = await t.request('GET', `/api/dashboards/${dashboardA}/cards/${cardA}/data`, asA);
     expect(cardData.text).toContain(markers.row);
+    const link = await t.request('POST', `/api/dashboards/${dashboardA}/publish`, { ...asA, body: {} });
+    expect(link.status, link.text).toBe(201);
+    linkA = link.body.id;
 
     // A cached profile of A's dataset, whose top values are A's rows.
     const profile = await t.request('GET', `/api/statistics/datasets/${datasetA}`, asA);
@@ -287,6 +292,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     if (name === 'policy_id') return policyA;
     if (name === 'key_id') return dataKeyA;
     if (name === 'card_id') return cardA;
+    if (name === 'link_id') return linkA;
     if (name === 'project_id') return projectA;
     if (name !== 'id') return undefined;
     if (m.path.startsWith('/api/groups/')) return groupA;
@@ -399,6 +405,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'PATCH /api/dashboards/{id}': { name: `renamed-${tag}`, filters: [] },
       'POST /api/dashboards/{id}/cards': { type: 'table', config: { dataset_id: datasetA } },
       'PATCH /api/dashboards/{id}/cards/{card_id}': { title: `renamed-${tag}`, config: { dataset_id: datasetA } },
+      'POST /api/dashboards/{id}/publish': {},
     };
     if (!(key in bodies)) throw new Error(`no body for ${key}: give the sweep one the route accepts`);
     return bodies[key];
@@ -477,9 +484,10 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const dataKeys = await db.selectFrom('publishing_keys').select(['id', 'service_id', 'name', 'revoked_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const branding = await db.selectFrom('branding').select(['display_name', 'primary_color', 'email_footer', 'logo_sha256', 'updated_at']).where('org_id', '=', orgA).execute();
     const dashboards = await db.selectFrom('dashboards').select(['id', 'name', 'filters', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const links = await db.selectFrom('dashboards_links').select(['id', 'dashboard_id', 'expires_at', 'revoked_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const cards = await db.selectFrom('dashboards_cards').select(['id', 'dashboard_id', 'type', 'title', 'config', 'layout', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const pluginSwitches = await db.selectFrom('plugin_organizations').select(['plugin_id', 'enabled', 'updated_at']).where('org_id', '=', orgA).orderBy('plugin_id').execute();
-    return { dashboards, cards, branding, pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules, scenarios, dbtImports, models, modelVersions, services, dataKeys };
+    return { dashboards, cards, links, branding, pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules, scenarios, dbtImports, models, modelVersions, services, dataKeys };
   }
 
   /** A's data plane is really there, so an unchanged snapshot means something. */
@@ -510,6 +518,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     expect(snapshot.branding).toEqual([expect.objectContaining({ display_name: markers.brand, email_footer: markers.footer, logo_sha256: expect.any(String) })]);
     expect(snapshot.dashboards.map((d) => [d.id, d.name])).toEqual([[dashboardA, markers.dashboard]]);
     expect(snapshot.cards.map((c) => c.id)).toEqual([cardA, cardA + 1]);
+    expect(snapshot.links.map((l) => [l.id, l.revoked_at])).toEqual([[linkA, null]]);
   }
 
   it('the registry marks the groups, audit and token-governance routes org-scoped (the sweep is not vacuous)', () => {
@@ -611,6 +620,10 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
         'DELETE /api/dashboards/{id}/cards/{card_id}',
         'GET /api/dashboards/{id}/cards/{card_id}/data',
         'GET /api/dashboards/{id}/cards/{card_id}/export',
+        'POST /api/dashboards/{id}/publish',
+        'GET /api/dashboards/{id}/publish',
+        'DELETE /api/dashboards/{id}/publish',
+        'DELETE /api/dashboards/{id}/publish/{link_id}',
       ]),
     );
   });

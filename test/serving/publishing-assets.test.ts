@@ -7,8 +7,9 @@ const SERVICES = '/api/publishing/api-services';
 const ASSETS = '/api/publishing/assets';
 
 /**
- * A third-party plugin outside the repository adding its dashboards to the registry of published
- * assets (publishing.assets), as the dashboards issue will: one dashboard, in organization 1 only.
+ * A third-party plugin outside the repository adding its notebooks to the registry of published
+ * assets (publishing.assets), as the shipped dashboards plugin does its dashboards: one notebook, in
+ * organization 1 only.
  */
 function writeBoardsPlugin(root: string) {
   fs.mkdirSync(path.join(root, 'boards'), { recursive: true });
@@ -22,9 +23,9 @@ export default definePlugin({
   deps: {},
   init: (_services, ctx) =>
     ctx.contribute(publishedAssets, {
-      asset_type: 'dashboard',
+      asset_type: 'notebook',
       list: async (orgId) =>
-        orgId === 1 ? [{ asset_type: 'dashboard', id: 7, name: 'Revenue board', project_id: 424242, status: 'published', published_by: null, published_at: '2020-01-01T00:00:00.000Z', url: '/dashboards/7' }] : [],
+        orgId === 1 ? [{ asset_type: 'notebook', id: 7, name: 'Revenue notebook', project_id: 424242, status: 'published', published_by: null, published_at: '2020-01-01T00:00:00.000Z', url: '/notebooks/7' }] : [],
     }),
 });
 `,
@@ -106,7 +107,7 @@ describe.each(DIALECTS)('published assets and API Service lineage (%s)', (dialec
   describe('GET /api/publishing/assets', () => {
     it('lists published API Services (not drafts, not unpublished ones) and contributed assets, newest published first', async () => {
       const all = await assets();
-      expect(keysOf(all)).toEqual(['api_service:elsewhere', 'api_service:catalog', 'api_service:shop', 'dashboard:Revenue board']);
+      expect(keysOf(all)).toEqual(['api_service:elsewhere', 'api_service:catalog', 'api_service:shop', 'notebook:Revenue notebook']);
       expect(all.next_cursor).toBeNull();
       const shop = all.items.find((a) => a.name === 'shop')!;
       expect(shop).toEqual({ asset_type: 'api_service', id: svc.shop.id, name: 'shop', project_id: shopProject, status: 'published', published_by: adminId, published_at: expect.any(String), url: '/api/service/shop' });
@@ -114,7 +115,7 @@ describe.each(DIALECTS)('published assets and API Service lineage (%s)', (dialec
 
     it('filters by asset_type and project_id', async () => {
       expect(keysOf(await assets('?asset_type=api_service'))).toEqual(['api_service:elsewhere', 'api_service:catalog', 'api_service:shop']);
-      expect(keysOf(await assets('?asset_type=dashboard'))).toEqual(['dashboard:Revenue board']);
+      expect(keysOf(await assets('?asset_type=notebook'))).toEqual(['notebook:Revenue notebook']);
       expect(keysOf(await assets(`?project_id=${otherProject}`))).toEqual(['api_service:elsewhere']);
       expect(keysOf(await assets(`?asset_type=api_service&project_id=${shopProject}`))).toEqual(['api_service:catalog', 'api_service:shop']);
       expect((await assets('?project_id=999999')).items).toEqual([]);
@@ -141,7 +142,7 @@ describe.each(DIALECTS)('published assets and API Service lineage (%s)', (dialec
     it('refuses an unknown asset_type naming the known ones, and bad paging, each naming its field', async () => {
       const unknown = await t.request('GET', `${ASSETS}?asset_type=report`);
       expectField(unknown, 'query.asset_type');
-      expect(unknown.body.detail).toContain('api_service, dashboard');
+      expect(unknown.body.detail).toContain('api_service, dashboard, notebook');
       for (const hostile of ["x' or '1'='1", 'x"; drop table publishing_services; --', 'x /* c */ `y`', '__proto__', 'constructor', 'a\u0000b', 'a'.repeat(5000)]) {
         expectField(await t.request('GET', `${ASSETS}?asset_type=${encodeURIComponent(hostile)}`), 'query.asset_type');
       }
@@ -162,13 +163,13 @@ describe.each(DIALECTS)('published assets and API Service lineage (%s)', (dialec
       await ok(t.request('PUT', '/api/plugins/boards/organizations/1', { body: { enabled: false } }));
       try {
         expect(keysOf(await assets())).toEqual(['api_service:elsewhere', 'api_service:catalog', 'api_service:shop']);
-        const refused = await t.request('GET', `${ASSETS}?asset_type=dashboard`);
+        const refused = await t.request('GET', `${ASSETS}?asset_type=notebook`);
         expectField(refused, 'query.asset_type');
         expect(refused.body.detail).toContain('known: api_service');
       } finally {
         await ok(t.request('PUT', '/api/plugins/boards/organizations/1', { body: { enabled: true } }));
       }
-      expect(keysOf(await assets('?asset_type=dashboard'))).toEqual(['dashboard:Revenue board']);
+      expect(keysOf(await assets('?asset_type=notebook'))).toEqual(['notebook:Revenue notebook']);
     });
   });
 
