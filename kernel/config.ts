@@ -85,6 +85,11 @@ export const settingsSchema = z.object({
   API_USAGE_FLUSH_MS: integer(5_000, 10),
   /** Days of API Service usage kept; older minutes are deleted (0 keeps them all). */
   API_USAGE_RETENTION_DAYS: integer(90),
+  /**
+   * The first retry delay of a webhook delivery: the n-th retry waits a random time up to
+   * base × 2^(n-1) (full jitter), at most an hour, until 24 hours after the event.
+   */
+  WEBHOOK_RETRY_BASE_MS: integer(10_000, 1),
   /** Where rate-limit counters live; default: `database` on Postgres (instances share them), `memory` on SQLite. */
   RATE_LIMIT_STORE: z.enum(['memory', 'database']).optional(),
   CORS_ALLOWED_ORIGINS: list(),

@@ -84,7 +84,7 @@ export class Kernel {
     this.migrator = new Migrator(this.storage);
     this.jwt = { secret: this.secrets.jwtSecret, algorithm: settings.JWT_ALGORITHM, expireMinutes: settings.JWT_EXPIRE_MINUTES };
 
-    this.audit = new AuditService(this.storage, this.logger);
+    this.audit = new AuditService(this.storage, this.logger, new EventStore(this.storage), KERNEL_PLUGIN_ID);
     this.mailer = new Mailer(this.storage, this.logger, settings.MAIL_FROM, settings.SMTP_URL);
     const users = new UserDirectory(this.storage);
     const organizations = new OrganizationDirectory(this.storage);

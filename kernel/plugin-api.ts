@@ -297,3 +297,4 @@ export type { PlatformEvent, NewEvent, EventQuery } from './events/event-store.t
 export { compileParams, type ParamsCheck } from './json-schema.ts';
 export { OfferedContributions } from './registry/offered-contributions.ts';
 export { csvLines } from './csv.ts';
+export { RELEASE } from './release.ts';

@@ -1,7 +1,9 @@
 import type { Logger } from 'pino';
 import type { Storage } from '../../storage/index.ts';
 import type { Principal, PrincipalKind } from '../auth/principal.ts';
+import type { EventStore } from '../events/event-store.ts';
 import { scrubSecrets } from './scrub.ts';
+import { SECURITY_EVENT, type SecurityEventPayload } from './security-events.ts';
 
 export interface AuditEvent {
   /** Dotted verb, e.g. `auth.login`, `token.mint`, `group.member.add`. */
@@ -14,6 +16,11 @@ export interface AuditEvent {
   /** Actor when there is no authenticated principal yet (e.g. a failed login names the username). */
   actor?: { userId: number | null; username: string | null };
   details?: Record<string, unknown>;
+  /**
+   * A security event (a failed sign-in, a token minted, a member added…): the row is published as
+   * the durable event `audit.security_event` as well, in its transaction.
+   */
+  security?: boolean;
 }
 
 /**
@@ -79,6 +86,10 @@ export class AuditService {
   constructor(
     private readonly storage: Storage,
     private readonly logger: Logger,
+    /** Where a security event (`security: true`) is published with its audit row. */
+    private readonly events: EventStore,
+    /** The publisher id of the kernel's own events. */
+    private readonly publisher: string,
   ) {}
 
   /** Records on behalf of one request; every route handler gets this as `audit`. */
@@ -103,9 +114,19 @@ export class AuditService {
       org_id: event.orgId === undefined ? (request?.orgId ?? null) : event.orgId,
       ip: request?.ip ?? null,
       request_id: request?.requestId ?? null,
-      details: this.storage.encodeJson(scrubSecrets(event.details ?? {})),
+      details: scrubSecrets(event.details ?? {}) as Record<string, unknown>,
     };
-    await this.storage.db.insertInto('audit_log').values(row).execute();
+    const stored = { ...row, details: this.storage.encodeJson(row.details) };
+    if (event.security) {
+      await this.storage.transaction(async (trx) => {
+        const { id } = await trx.insertInto('audit_log').values(stored).returning('id').executeTakeFirstOrThrow();
+        const { actor_api_key_id: _key, actor_api_key_name: _name, actor_authenticator: _by, actor_run_id: _run, request_id: _request, org_id: orgId, ...rest } = row;
+        const payload: SecurityEventPayload = { audit_id: Number(id), ...rest };
+        await this.events.publish(trx, this.publisher, { type: SECURITY_EVENT, orgId, payload });
+      });
+    } else {
+      await this.storage.db.insertInto('audit_log').values(stored).execute();
+    }
     this.logger.info({ audit: event.action, outcome: row.outcome, target: row.target_id }, 'audit');
   }
 

@@ -43,7 +43,7 @@ export class Tenancy {
   private async admitNonMember(identity: Identity, orgId: number, request: AuditOrigin): Promise<number> {
     if (identity.isPlatformAdmin && (await this.organizations.get(orgId))) {
       // The principal is not on the request yet (capabilities come after the organization): name the actor.
-      await this.audit.record({ action: 'tenancy.cross_org_access', actor: { userId: identity.userId, username: identity.username }, targetType: 'organization', targetId: orgId, orgId }, request);
+      await this.audit.record({ security: true, action: 'tenancy.cross_org_access', actor: { userId: identity.userId, username: identity.username }, targetType: 'organization', targetId: orgId, orgId }, request);
       return orgId;
     }
     throw problems.forbidden(`organization ${orgId} does not exist or you are not a member`);

@@ -73,7 +73,7 @@ export class SessionService {
 
   private refusedAccount(user: UserRow, passwordValid: boolean): AuditEvent {
     const reason = passwordValid ? 'user deactivated' : 'wrong password';
-    return { action: 'auth.login', outcome: 'failure', actor: { userId: user.id, username: user.username }, details: { reason } };
+    return { security: true, action: 'auth.login', outcome: 'failure', actor: { userId: user.id, username: user.username }, details: { reason } };
   }
 
   /**
@@ -82,13 +82,13 @@ export class SessionService {
    */
   private refusedUnknown(login: string): AuditEvent {
     const marker = crypto.createHmac('sha256', this.markerKey).update(login).digest('hex').slice(0, 12);
-    return { action: 'auth.login', outcome: 'failure', actor: { userId: null, username: null }, details: { reason: 'unknown user', login_marker: marker } };
+    return { security: true, action: 'auth.login', outcome: 'failure', actor: { userId: null, username: null }, details: { reason: 'unknown user', login_marker: marker } };
   }
 
   /** Verifies an ID token (signature, issuer, audience, an `exp` present and not passed, verified e-mail, domain) and signs the user in. */
   async exchangeIdToken(idToken: string, audit: RequestAudit): Promise<AccessTokenAnswer> {
     const refuse = async (reason: string, email?: string) => {
-      await audit.record({ action: 'auth.google', outcome: 'failure', actor: { userId: null, username: email ?? null }, details: { reason } });
+      await audit.record({ security: true, action: 'auth.google', outcome: 'failure', actor: { userId: null, username: email ?? null }, details: { reason } });
       return problems.unauthorized(`identity provider token refused: ${reason}`);
     };
     if (!this.idp.clientId) throw await refuse('sign-in with the identity provider is not configured (IDP_CLIENT_ID)');

@@ -60,13 +60,13 @@ export function passwordRoutes({ users, sessions, mail, config, logger }: AuthSe
       handler: async ({ body, principal, audit }) => {
         const user = await users.require(principal.userId);
         if (!(await users.checkPassword(user, body.old_password))) {
-          await audit.record({ action: 'auth.password.change', outcome: 'failure', targetType: 'user', targetId: user.id, details: { reason: 'wrong old password' } });
+          await audit.record({ security: true, action: 'auth.password.change', outcome: 'failure', targetType: 'user', targetId: user.id, details: { reason: 'wrong old password' } });
           throw problems.badRequest('the old password is not correct', [{ path: 'body.old_password', message: 'incorrect' }]);
         }
         if (body.old_password === body.new_password) throw problems.badRequest('password too weak: must differ from the old password', [{ path: 'body.new_password', message: 'must differ from the old password' }]);
         assertStrongPassword(body.new_password, user);
         await users.setPassword(user.id, body.new_password, false);
-        await audit.record({ action: 'auth.password.change', targetType: 'user', targetId: user.id });
+        await audit.record({ security: true, action: 'auth.password.change', targetType: 'user', targetId: user.id });
         return { status: 'password changed', ...(await sessions.issue({ ...user, must_reset_password: false })) };
       },
     }),
@@ -108,7 +108,7 @@ export function passwordRoutes({ users, sessions, mail, config, logger }: AuthSe
         const user = await users.consumeResetToken(tokenHash);
         if (!user) throw problems.badRequest('invalid or expired reset token', [{ path: 'body.token', message: 'invalid or expired' }]);
         await users.setPassword(user.id, body.new_password, false);
-        await audit.record({ action: 'auth.password.reset', actor: { userId: user.id, username: user.username }, targetType: 'user', targetId: user.id, orgId: user.default_org_id });
+        await audit.record({ security: true, action: 'auth.password.reset', actor: { userId: user.id, username: user.username }, targetType: 'user', targetId: user.id, orgId: user.default_org_id });
         return sessions.issue({ ...user, must_reset_password: false });
       },
     }),

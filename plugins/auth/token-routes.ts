@@ -43,7 +43,7 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
           if (beyond.length) throw problems.badRequest(`scopes beyond your own permissions: ${beyond.join(', ')}`, beyond.map((name) => ({ path: `body.scopes.${body.scopes!.indexOf(name)}`, message: `you do not hold ${name}` })));
         }
         const { secret, info } = await tokens.mint(principal.userId, { name: body.name, scopes: body.scopes ?? null, expiresInDays: body.expires_in_days });
-        await audit.record({ action: 'token.mint', targetType: 'token', targetId: info.id, details: { token_name: info.name, scopes: info.scopes, expires_at: info.expires_at } });
+        await audit.record({ security: true, action: 'token.mint', targetType: 'token', targetId: info.id, details: { token_name: info.name, scopes: info.scopes, expires_at: info.expires_at } });
         return reply(201, { ...info, token: secret });
       },
     }),
@@ -73,7 +73,7 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       handler: async ({ params, principal, audit }) => {
         requireUnscoped(principal);
         const { info, revokedNow } = await tokens.revokeOwn(principal.userId, params.id);
-        if (revokedNow) await audit.record({ action: 'token.revoke', targetType: 'token', targetId: info.id, details: { token_name: info.name } });
+        if (revokedNow) await audit.record({ security: true, action: 'token.revoke', targetType: 'token', targetId: info.id, details: { token_name: info.name } });
         return info;
       },
     }),
@@ -102,7 +102,7 @@ export function tokenRoutes({ tokens, capabilities }: AuthServices) {
       responses: { 200: { description: 'The revoked token', schema: s.tokenInfoSchema } },
       handler: async ({ params, orgId, principal, audit }) => {
         const { info, revokedNow } = await tokens.revokeInOrganization(orgId, params.id, principal);
-        if (revokedNow) await audit.record({ action: 'token.revoke', targetType: 'token', targetId: info.id, details: { token_name: info.name, owner_id: info.user_id, by_org_admin: true } });
+        if (revokedNow) await audit.record({ security: true, action: 'token.revoke', targetType: 'token', targetId: info.id, details: { token_name: info.name, owner_id: info.user_id, by_org_admin: true } });
         return info;
       },
     }),

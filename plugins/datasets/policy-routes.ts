@@ -47,7 +47,7 @@ export function policyRoutes({ store, policies }: { store: DatasetStore; policie
       handler: async ({ params, body, orgId, audit }) => {
         const dataset = await store.get(orgId, params.id);
         const policy = await policies.create(dataset, body);
-        await audit.record({ action: 'dataset.row_policy.create', targetType: 'dataset', targetId: dataset.id, details: { policy_id: policy.id, group_id: policy.group_id, filters: policy.filters } });
+        await audit.record({ security: true, action: 'dataset.row_policy.create', targetType: 'dataset', targetId: dataset.id, details: { policy_id: policy.id, group_id: policy.group_id, filters: policy.filters } });
         return reply(201, policy);
       },
     }),
@@ -64,7 +64,7 @@ export function policyRoutes({ store, policies }: { store: DatasetStore; policie
       handler: async ({ params, orgId, audit }) => {
         const dataset = await store.get(orgId, params.id);
         await policies.remove(dataset, params.policy_id);
-        await audit.record({ action: 'dataset.row_policy.delete', targetType: 'dataset', targetId: dataset.id, details: { policy_id: params.policy_id } });
+        await audit.record({ security: true, action: 'dataset.row_policy.delete', targetType: 'dataset', targetId: dataset.id, details: { policy_id: params.policy_id } });
         return reply(204);
       },
     }),

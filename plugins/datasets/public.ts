@@ -248,3 +248,20 @@ export interface DatasetUpdatedEvent {
   row_count: number;
   mode: 'append' | 'replace';
 }
+
+/**
+ * The durable event a scenario's `check_schema_drift` step publishes for each dataset whose live
+ * schema drifted from its current contract (additive or breaking), each change with its impact.
+ */
+export const SCHEMA_DRIFT_DETECTED = 'schema.drift.detected';
+export interface SchemaDriftDetectedEvent {
+  dataset_id: number;
+  dataset: string;
+  status: 'additive' | 'breaking';
+  contract_version: number | null;
+  changes: (DriftChange & { impact: unknown })[];
+  run_id: number;
+  scenario_id: number;
+  /** The user the scenario's run acts for. */
+  created_by: number;
+}

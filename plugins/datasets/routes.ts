@@ -156,7 +156,7 @@ export function datasetRoutes({ store, policies, readRows, loader, storage, uplo
           // them decides that. Flagging only hides more (as creating a dataset with PII columns does).
           const unflagged = piiChanges.filter((c) => !c.pii).map((c) => c.column);
           if (unflagged.length && !seesPii(principal)) {
-            for (const column of unflagged) await audit.record({ action: 'dataset.pii.unflag', outcome: 'failure', targetType: 'dataset', targetId: dataset.id, details: { column, reason: 'lacks datasets.pii.read' } });
+            for (const column of unflagged) await audit.record({ security: true, action: 'dataset.pii.unflag', outcome: 'failure', targetType: 'dataset', targetId: dataset.id, details: { column, reason: 'lacks datasets.pii.read' } });
             throw problems.forbidden(`removing the PII flag of ${unflagged.map((c) => `"${c}"`).join(', ')} needs the capability "datasets.pii.read"`);
           }
           return { name: body.name, description: body.description, columns };

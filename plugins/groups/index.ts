@@ -38,7 +38,7 @@ export default definePlugin({
           handler: async ({ body, orgId, audit }) => {
             requireGrantable(body.capabilities);
             const group = await groups.create(orgId, body);
-            await audit.record({ action: 'group.create', targetType: 'group', targetId: group.id, details: { name: group.name, capabilities: group.capabilities } });
+            await audit.record({ security: true, action: 'group.create', targetType: 'group', targetId: group.id, details: { name: group.name, capabilities: group.capabilities } });
             return reply(201, group);
           },
         }),
@@ -106,7 +106,7 @@ export default definePlugin({
           handler: async ({ params, orgId, audit }) => {
             const group = await groups.get(orgId, params.id);
             await groups.remove(orgId, group.id);
-            await audit.record({ action: 'group.delete', targetType: 'group', targetId: group.id, details: { name: group.name, capabilities: group.capabilities } });
+            await audit.record({ security: true, action: 'group.delete', targetType: 'group', targetId: group.id, details: { name: group.name, capabilities: group.capabilities } });
             return reply(204);
           },
         }),
@@ -134,7 +134,7 @@ export default definePlugin({
           responses: { 201: { description: 'Added', schema: z.object({ group_id: z.number().int(), user_id: z.number().int() }) }, 409: { description: 'The user is already in the group' }, 422: { description: 'The user (`user_id`) is not a member of the organization' } },
           handler: async ({ params, body, orgId, audit }) => {
             await groups.addMember(orgId, params.id, body.user_id);
-            await audit.record({ action: 'group.member.add', targetType: 'group', targetId: params.id, details: { user_id: body.user_id } });
+            await audit.record({ security: true, action: 'group.member.add', targetType: 'group', targetId: params.id, details: { user_id: body.user_id } });
             return reply(201, { group_id: params.id, user_id: body.user_id });
           },
         }),
@@ -150,7 +150,7 @@ export default definePlugin({
           responses: { 204: { description: 'Removed' } },
           handler: async ({ params, orgId, audit }) => {
             await groups.removeMember(orgId, params.id, params.user_id);
-            await audit.record({ action: 'group.member.remove', targetType: 'group', targetId: params.id, details: { user_id: params.user_id } });
+            await audit.record({ security: true, action: 'group.member.remove', targetType: 'group', targetId: params.id, details: { user_id: params.user_id } });
             return reply(204);
           },
         }),

@@ -88,7 +88,7 @@ export default definePlugin({
             const id = params.id;
             await administer(principal, id);
             await organizations.addMember(id, body.user_id, { homeOnly: !principal.isPlatformAdmin });
-            await audit.record({ action: 'organization.member.add', targetType: 'user', targetId: body.user_id, orgId: id });
+            await audit.record({ security: true, action: 'organization.member.add', targetType: 'user', targetId: body.user_id, orgId: id });
             return reply(201, { org_id: id, user_id: body.user_id });
           },
         }),
@@ -104,7 +104,7 @@ export default definePlugin({
           handler: async ({ params, principal, audit }) => {
             await administer(principal, params.id);
             await organizations.removeMember(params.id, params.user_id);
-            await audit.record({ action: 'organization.member.remove', targetType: 'user', targetId: params.user_id, orgId: params.id });
+            await audit.record({ security: true, action: 'organization.member.remove', targetType: 'user', targetId: params.user_id, orgId: params.id });
             return reply(204);
           },
         }),

@@ -45,7 +45,7 @@ export default definePlugin({
     const catalog = ctx.useService(datasetCatalog);
     const projects = ctx.useService(projectCatalog);
     const recipes = new RecipeStore(storage);
-    const runs = new RunStore(storage);
+    const runs = new RunStore(storage, events);
     const planning = new RecipePlanning(storage, catalog, async (orgId, datasetId) => {
       const recipeId = await recipes.producerOf(orgId, datasetId);
       if (recipeId === null) return null;

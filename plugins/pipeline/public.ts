@@ -215,6 +215,29 @@ export interface Run {
   input_versions: Record<string, number> | null;
 }
 
+/**
+ * The durable event published in the transaction that ends a run (any kind: recipe, build, job,
+ * scenario, a contributed kind): its outcome, for what reacts to runs (webhooks, notifications).
+ */
+export const RUN_FINISHED = 'run.finished';
+export interface RunFinishedEvent {
+  run_id: number;
+  kind: RunKind;
+  status: 'succeeded' | 'failed' | 'cancelled' | 'skipped';
+  trigger: RunTrigger;
+  project_id: number;
+  recipe_id: number | null;
+  job_id: number | null;
+  scenario_id: number | null;
+  parent_run_id: number | null;
+  /** The user who started it (null: the platform, e.g. a schedule without an owner). */
+  created_by: number | null;
+  error: { title: string; detail: string } | null;
+  started_at: string | null;
+  ended_at: string | null;
+  duration_ms: number | null;
+}
+
 export interface RunFilter {
   status?: RunStatus[];
   kind?: RunKind;

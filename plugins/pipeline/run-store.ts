@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
-import { beforeIdCursor, problems } from '../../kernel/plugin-api.ts';
+import { beforeIdCursor, problems, type DomainEvents } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
-import type { Run, RunFilter, RunKind, RunStatus, RunTrigger } from './public.ts';
+import { RUN_FINISHED, type Run, type RunFilter, type RunFinishedEvent, type RunKind, type RunStatus, type RunTrigger } from './public.ts';
 
 /** Statuses a run does not leave. */
 export const FINAL_STATUSES: RunStatus[] = ['succeeded', 'failed', 'cancelled', 'skipped'];
@@ -29,7 +29,10 @@ export interface NewRun {
 
 /** Runs and their log lines, one organization at a time. */
 export class RunStore {
-  constructor(private readonly storage: Storage) {}
+  constructor(
+    private readonly storage: Storage,
+    private readonly events: DomainEvents,
+  ) {}
 
   async create(orgId: number, run: NewRun, db: Kysely<any> = this.storage.db): Promise<Run> {
     const row = await db
@@ -100,9 +103,15 @@ export class RunStore {
     return new Map(rows.map((r) => [Number(r.id), r.waits_for === null ? [] : this.storage.decodeJson<number[]>(r.waits_for)]));
   }
 
+  /**
+   * Changes a run unless it already ended; answers whether it changed. A run that ends here
+   * publishes `run.finished` in the same transaction: the event exists exactly when the end does.
+   */
   async update(id: number, changes: Partial<{ status: RunStatus; work_id: number; started_at: string; ended_at: string; rows_written: number; error: { title: string; detail: string } | null; input_versions: Record<string, number> }>, db: Kysely<any> = this.storage.db): Promise<boolean> {
+    const ending = changes.status !== undefined && FINAL_STATUSES.includes(changes.status);
+    if (ending && !db.isTransaction) return this.storage.transaction((trx) => this.update(id, changes, trx));
     const { error, input_versions, ...plain } = changes;
-    const result = await db
+    const query = db
       .updateTable('pipeline_runs')
       .set({
         ...plain,
@@ -110,9 +119,29 @@ export class RunStore {
         ...(input_versions !== undefined ? { input_versions: this.storage.encodeJson(input_versions) } : {}),
       })
       .where('id', '=', id)
-      .where('status', 'not in', FINAL_STATUSES)
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows) > 0;
+      .where('status', 'not in', FINAL_STATUSES);
+    if (!ending) return Number((await query.executeTakeFirst()).numUpdatedRows) > 0;
+    const row = await query.returningAll().executeTakeFirst();
+    if (!row) return false;
+    const run = this.decode(row);
+    const payload: RunFinishedEvent = {
+      run_id: run.id,
+      kind: run.kind,
+      status: run.status as RunFinishedEvent['status'],
+      trigger: run.trigger,
+      project_id: run.project_id,
+      recipe_id: run.recipe_id,
+      job_id: run.job_id,
+      scenario_id: run.scenario_id,
+      parent_run_id: run.parent_run_id,
+      created_by: run.created_by,
+      error: run.error,
+      started_at: run.started_at,
+      ended_at: run.ended_at,
+      duration_ms: run.duration_ms,
+    };
+    await this.events.publish({ type: RUN_FINISHED, orgId: Number(row.org_id), payload }, db);
+    return true;
   }
 
   /** The input versions the recipe's last successful run read (null: it never succeeded). */

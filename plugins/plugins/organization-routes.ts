@@ -46,7 +46,7 @@ export function organizationRoutes(enablement: PluginEnablementService, organiza
         await reachable(principal, orgId, params.org_id);
         const before = await enablement.setting(params.id, params.org_id);
         const after = await enablement.set(params.id, params.org_id, body.enabled, principal.userId);
-        await audit.record({ action: 'plugin.organization.update', targetType: 'plugin', targetId: params.id, orgId: params.org_id, details: { enabled: after.enabled, was_enabled: before.enabled } });
+        await audit.record({ security: true, action: 'plugin.organization.update', targetType: 'plugin', targetId: params.id, orgId: params.org_id, details: { enabled: after.enabled, was_enabled: before.enabled } });
         return after;
       },
     }),

@@ -30,7 +30,7 @@ export default definePlugin({
   migrations: publishingMigrations,
   init: ({ storage, tokens, delegation, rateLimits, enablement, events, config, logger }, ctx) => {
     const catalog = ctx.useService(datasetCatalog);
-    const services = new ServiceStore(storage);
+    const services = new ServiceStore(storage, events);
     // Kept as PATs are: a keyed HMAC under the kernel's PAT_HASH_KEY (the dpk_ prefix keeps the two apart).
     const keys = new KeyStore(storage, (secret) => tokens.hmac(secret));
     const sql = ctx.useService(governedSql);

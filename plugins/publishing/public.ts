@@ -53,3 +53,14 @@ export const publishedAssets = defineExtensionPoint<PublishedAssetSource>({
   }),
   key: (source) => source.asset_type,
 });
+
+/** The durable event published in the transaction that publishes an API Service (POST …/{id}/publish). */
+export const API_SERVICE_PUBLISHED = 'api_service.published';
+export interface ApiServicePublishedEvent {
+  service_id: number;
+  key: string;
+  name: string;
+  project_id: number;
+  published_by: number;
+  published_at: string;
+}

@@ -221,7 +221,7 @@ export function apiServiceRoutes({ services, keys, catalog, projects, sql, model
         mayMint(service, principal);
         const fields = await checkKeyFields(body, service, orgId, catalog);
         const { secret, key } = await keys.mint(orgId, service.id, fields, principal.userId);
-        await audit.record({ action: 'publishing.key.mint', targetType: 'api_key', targetId: key.id, details: { service_id: service.id, name: key.name, allowed_endpoints: key.allowed_endpoints } });
+        await audit.record({ security: true, action: 'publishing.key.mint', targetType: 'api_key', targetId: key.id, details: { service_id: service.id, name: key.name, allowed_endpoints: key.allowed_endpoints } });
         return reply(201, { ...publicKey(key), key: secret });
       },
     }),
@@ -251,7 +251,7 @@ export function apiServiceRoutes({ services, keys, catalog, projects, sql, model
       handler: async ({ params, orgId, audit }) => {
         await services.get(orgId, params.id);
         const { key, revokedNow } = await keys.revoke(orgId, params.id, params.key_id);
-        if (revokedNow) await audit.record({ action: 'publishing.key.revoke', targetType: 'api_key', targetId: key.id, details: { service_id: params.id, name: key.name } });
+        if (revokedNow) await audit.record({ security: true, action: 'publishing.key.revoke', targetType: 'api_key', targetId: key.id, details: { service_id: params.id, name: key.name } });
         return reply(204);
       },
     }),

@@ -1,7 +1,8 @@
-import { ChangeCountedCache, problems, type Maybe, type StoredActor } from '../../kernel/plugin-api.ts';
+import { ChangeCountedCache, problems, type DomainEvents, type Maybe, type StoredActor } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import type { Endpoint } from './endpoints.ts';
 import { PUBLISHING_COUNTER } from './migrations.ts';
+import { API_SERVICE_PUBLISHED, type ApiServicePublishedEvent } from './public.ts';
 
 export const SERVICE_STATUSES = ['draft', 'published', 'unpublished'] as const;
 export type ServiceStatus = (typeof SERVICE_STATUSES)[number];
@@ -28,7 +29,10 @@ export type ServiceFields = Pick<ApiService, 'project_id' | 'name' | 'key' | 'en
 export class ServiceStore {
   private readonly byKeyKnown: ChangeCountedCache<string, ApiService | undefined>;
 
-  constructor(private readonly storage: Storage) {
+  constructor(
+    private readonly storage: Storage,
+    private readonly events: DomainEvents,
+  ) {
     this.byKeyKnown = new ChangeCountedCache(storage, PUBLISHING_COUNTER);
   }
 
@@ -101,9 +105,24 @@ export class ServiceStore {
     return this.get(orgId, id);
   }
 
-  /** Publishing records who published: the endpoints read with that user's rights (narrowed to their token's scopes) from then on. */
-  publish(orgId: number, id: number, publisher: StoredActor): Promise<ApiService> {
-    return this.setStatus(orgId, id, { status: 'published', ...this.publishedBy(publisher), published_at: this.storage.now() });
+  /**
+   * Publishing records who published: the endpoints read with that user's rights (narrowed to their
+   * token's scopes) from then on. `api_service.published` is published in the same transaction.
+   */
+  async publish(orgId: number, id: number, publisher: StoredActor): Promise<ApiService> {
+    await this.storage.transaction(async (trx) => {
+      const row = await trx
+        .updateTable('publishing_services')
+        .set({ status: 'published', ...this.publishedBy(publisher), published_at: this.storage.now(), updated_at: this.storage.now() })
+        .where('org_id', '=', orgId)
+        .where('id', '=', id)
+        .returning(['id', 'key', 'name', 'project_id', 'published_at'])
+        .executeTakeFirst();
+      if (!row) throw problems.notFound(`no API Service ${id} in this organization`);
+      const payload: ApiServicePublishedEvent = { service_id: Number(row.id), key: row.key, name: row.name, project_id: Number(row.project_id), published_by: publisher.userId, published_at: row.published_at };
+      await this.events.publish({ type: API_SERVICE_PUBLISHED, orgId, payload }, trx);
+    });
+    return this.get(orgId, id);
   }
 
   /** Calls answer 404 until it is published again; who published it stays recorded. */

@@ -1,5 +1,5 @@
-import { definePlugin } from '../../kernel/plugin-api.ts';
-import { datasetCatalog, datasetContracts, type DriftChange } from '../datasets/public.ts';
+import { definePlugin, kernelServices } from '../../kernel/plugin-api.ts';
+import { datasetCatalog, datasetContracts, SCHEMA_DRIFT_DETECTED, type DriftChange, type SchemaDriftDetectedEvent } from '../datasets/public.ts';
 import { lineageService } from '../lineage/public.ts';
 import { stepType, stepTypes } from '../pipeline/public.ts';
 
@@ -13,8 +13,8 @@ const datasetsParam = { type: 'array', items: { type: 'integer', minimum: 1, max
  * the new contracts).
  */
 export default definePlugin({
-  deps: {},
-  init: (_services, ctx) => {
+  deps: { events: kernelServices.events },
+  init: ({ events }, ctx) => {
     const contracts = ctx.useService(datasetContracts);
     const catalog = ctx.useService(datasetCatalog);
     const lineage = ctx.useService(lineageService);
@@ -48,7 +48,12 @@ export default definePlugin({
           for (const datasetId of context.params.datasets) {
             const dataset = await catalog.get(context.orgId, datasetId);
             const found = await contracts.drift(context.orgId, datasetId);
-            drift.push({ dataset_id: datasetId, dataset: dataset.name, status: found.status, contract_version: found.contract_version, changes: await withImpact(context.orgId, datasetId, found.changes) });
+            const changes = await withImpact(context.orgId, datasetId, found.changes);
+            drift.push({ dataset_id: datasetId, dataset: dataset.name, status: found.status, contract_version: found.contract_version, changes });
+            if (found.status === 'breaking' || found.status === 'additive') {
+              const payload: SchemaDriftDetectedEvent = { dataset_id: datasetId, dataset: dataset.name, status: found.status, contract_version: found.contract_version, changes, run_id: context.run.id, scenario_id: context.run.scenario_id, created_by: context.principal.onBehalfOf.userId };
+              await events.publish({ type: SCHEMA_DRIFT_DETECTED, orgId: context.orgId, payload });
+            }
             const fails = found.status === 'no-contract' ? context.params.require_contract === true : found.status === 'breaking' ? failOn !== 'none' : found.status === 'additive' && failOn === 'any';
             if (fails) failing.push(`"${dataset.name}" (${found.status === 'no-contract' ? 'no contract' : `${found.status}: ${found.changes.map((c) => `${c.column} ${c.change}`).join(', ')}`})`);
           }

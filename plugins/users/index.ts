@@ -54,7 +54,7 @@ export default definePlugin({
             if (body.password) assertStrongPassword(body.password, body, 'password');
             const password = body.password ?? randomPassword();
             const user = await users.create({ username: body.username, email: body.email, role: body.role, password, defaultOrgId, mustResetPassword: true });
-            await audit.record({ action: 'user.create', targetType: 'user', targetId: user.id, details: { username: user.username, role: user.role, default_org_id: defaultOrgId } });
+            await audit.record({ security: true, action: 'user.create', targetType: 'user', targetId: user.id, details: { username: user.username, role: user.role, default_org_id: defaultOrgId } });
             if (!body.password) await mailTemporaryPassword(user.email, user.username, password, 'An account was created for you.');
             return reply(201, toPublicUser(user));
           },
@@ -112,7 +112,7 @@ export default definePlugin({
             const before = await users.require(id);
             const after = await users.update(id, body);
             const changes = Object.fromEntries(Object.keys(body).map((k) => [k, { from: before[k as keyof typeof before], to: after[k as keyof typeof after] }]));
-            await audit.record({ action: 'user.update', targetType: 'user', targetId: id, details: { changes } });
+            await audit.record({ security: true, action: 'user.update', targetType: 'user', targetId: id, details: { changes } });
             return toPublicUser(after);
           },
         }),
@@ -131,7 +131,7 @@ export default definePlugin({
             if (id === principal.userId) throw problems.conflict('you cannot deactivate yourself');
             await users.require(id);
             const user = await users.update(id, { is_active: false });
-            await audit.record({ action: 'user.deactivate', targetType: 'user', targetId: id });
+            await audit.record({ security: true, action: 'user.deactivate', targetType: 'user', targetId: id });
             return toPublicUser(user);
           },
         }),
@@ -149,7 +149,7 @@ export default definePlugin({
             const user = await users.require(params.user_id);
             const password = randomPassword();
             await users.setPassword(user.id, password, true);
-            await audit.record({ action: 'user.password.reset_by_admin', targetType: 'user', targetId: user.id });
+            await audit.record({ security: true, action: 'user.password.reset_by_admin', targetType: 'user', targetId: user.id });
             await mailTemporaryPassword(user.email, user.username, password, 'An administrator reset your password.');
             return reply(202, { status: 'a temporary password has been e-mailed' });
           },

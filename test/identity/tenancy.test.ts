@@ -44,6 +44,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     dashboard: `alpha-dashboard-${tag}`,
     card: `alpha-card-${tag}`,
     cardText: `alpha-card-text-${tag}`,
+    webhook: `alpha-webhook-${tag}`,
   };
 
   const orgA = 1;
@@ -84,6 +85,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
   let cardA: number;
   /** A share link of A's dashboard (live: revoking it would show in A's snapshot). */
   let linkA: number;
+  /** A's webhook subscription (to an event the suite never causes) and its ping's delivery. */
+  let webhookA: number;
+  let deliveryA: number;
   /** A loopback peer behind A's connector: counts the calls reaching A's webhook. */
   let hook: { url: string; calls: string[]; close: () => Promise<void> };
 
@@ -228,6 +232,12 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const link = await t.request('POST', `/api/dashboards/${dashboardA}/publish`, { ...asA, body: {} });
     expect(link.status, link.text).toBe(201);
     linkA = link.body.id;
+    const webhook = await t.request('POST', '/api/webhooks', { ...asA, body: { event_type: 'schema.drift.detected', target_url: `${hook.url}/alpha-webhook`, secret: `${markers.webhookSecret}-signing`, description: markers.webhook } });
+    expect(webhook.status, webhook.text).toBe(201);
+    webhookA = webhook.body.id;
+    const ping = await t.request('POST', `/api/webhooks/${webhookA}/ping`, asA);
+    expect(ping.body.status, ping.text).toBe('succeeded');
+    deliveryA = ping.body.id;
 
     // A cached profile of A's dataset, whose top values are A's rows.
     const profile = await t.request('GET', `/api/statistics/datasets/${datasetA}`, asA);
@@ -293,6 +303,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     if (name === 'key_id') return dataKeyA;
     if (name === 'card_id') return cardA;
     if (name === 'link_id') return linkA;
+    if (name === 'delivery_id') return deliveryA;
     if (name === 'project_id') return projectA;
     if (name !== 'id') return undefined;
     if (m.path.startsWith('/api/groups/')) return groupA;
@@ -313,6 +324,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     if (m.path.startsWith('/api/publishing/api-services/')) return serviceA;
     if (m.path.startsWith('/api/registry/models/')) return modelA;
     if (m.path.startsWith('/api/dashboards/')) return dashboardA;
+    if (m.path.startsWith('/api/webhooks/')) return webhookA;
     return undefined;
   }
 
@@ -406,6 +418,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'POST /api/dashboards/{id}/cards': { type: 'table', config: { dataset_id: datasetA } },
       'PATCH /api/dashboards/{id}/cards/{card_id}': { title: `renamed-${tag}`, config: { dataset_id: datasetA } },
       'POST /api/dashboards/{id}/publish': {},
+      'POST /api/webhooks': { event_type: 'dataset.updated', target_url: `${hook.url}/beta`, secret: `sweep-secret-${tag}` },
+      'PATCH /api/webhooks/{id}': { target_url: `${hook.url}/stolen`, secret: `sweep-secret-${tag}` },
     };
     if (!(key in bodies)) throw new Error(`no body for ${key}: give the sweep one the route accepts`);
     return bodies[key];
@@ -485,9 +499,11 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const branding = await db.selectFrom('branding').select(['display_name', 'primary_color', 'email_footer', 'logo_sha256', 'updated_at']).where('org_id', '=', orgA).execute();
     const dashboards = await db.selectFrom('dashboards').select(['id', 'name', 'filters', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const links = await db.selectFrom('dashboards_links').select(['id', 'dashboard_id', 'expires_at', 'revoked_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const webhooks = await db.selectFrom('webhooks').select(['id', 'event_type', 'target_url', 'secret_sealed', 'description', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const deliveries = await db.selectFrom('webhooks_deliveries').select(['id', 'status', 'attempts', 'deadline_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const cards = await db.selectFrom('dashboards_cards').select(['id', 'dashboard_id', 'type', 'title', 'config', 'layout', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const pluginSwitches = await db.selectFrom('plugin_organizations').select(['plugin_id', 'enabled', 'updated_at']).where('org_id', '=', orgA).orderBy('plugin_id').execute();
-    return { dashboards, cards, links, branding, pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules, scenarios, dbtImports, models, modelVersions, services, dataKeys };
+    return { webhooks, deliveries, dashboards, cards, links, branding, pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules, scenarios, dbtImports, models, modelVersions, services, dataKeys };
   }
 
   /** A's data plane is really there, so an unchanged snapshot means something. */
@@ -519,6 +535,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     expect(snapshot.dashboards.map((d) => [d.id, d.name])).toEqual([[dashboardA, markers.dashboard]]);
     expect(snapshot.cards.map((c) => c.id)).toEqual([cardA, cardA + 1]);
     expect(snapshot.links.map((l) => [l.id, l.revoked_at])).toEqual([[linkA, null]]);
+    expect(snapshot.webhooks.map((w) => [w.id, w.description])).toEqual([[webhookA, markers.webhook]]);
+    expect(snapshot.deliveries.map((d) => [d.id, d.status])).toEqual([[deliveryA, 'succeeded']]);
   }
 
   it('the registry marks the groups, audit and token-governance routes org-scoped (the sweep is not vacuous)', () => {
@@ -624,6 +642,15 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
         'GET /api/dashboards/{id}/publish',
         'DELETE /api/dashboards/{id}/publish',
         'DELETE /api/dashboards/{id}/publish/{link_id}',
+        'GET /api/webhooks/event-types',
+        'POST /api/webhooks',
+        'GET /api/webhooks',
+        'GET /api/webhooks/{id}',
+        'PATCH /api/webhooks/{id}',
+        'DELETE /api/webhooks/{id}',
+        'POST /api/webhooks/{id}/ping',
+        'GET /api/webhooks/{id}/deliveries',
+        'POST /api/webhooks/{id}/deliveries/{delivery_id}/redeliver',
       ]),
     );
   });
