@@ -90,6 +90,8 @@ export const settingsSchema = z.object({
    * base × 2^(n-1) (full jitter), at most an hour, until 24 hours after the event.
    */
   WEBHOOK_RETRY_BASE_MS: integer(10_000, 1),
+  /** When the notifications look for tokens and data API keys about to expire (croner: 5 fields, or 6 with seconds). */
+  NOTIFY_EXPIRY_CHECK_CRON: z.string().min(9).max(100).default('7 * * * *'),
   /** Where rate-limit counters live; default: `database` on Postgres (instances share them), `memory` on SQLite. */
   RATE_LIMIT_STORE: z.enum(['memory', 'database']).optional(),
   CORS_ALLOWED_ORIGINS: list(),

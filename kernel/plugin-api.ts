@@ -298,3 +298,6 @@ export { compileParams, type ParamsCheck } from './json-schema.ts';
 export { OfferedContributions } from './registry/offered-contributions.ts';
 export { csvLines } from './csv.ts';
 export { RELEASE } from './release.ts';
+export { SECURITY_EVENT, type SecurityEventPayload } from './audit/security-events.ts';
+export type { MailMessage } from './mail/mailer.ts';
+export { escapeHtml } from './html.ts';

@@ -208,6 +208,12 @@ export class PersonalAccessTokens {
     return this.storage.db.updateTable('personal_access_tokens').set({ last_used_at: new Date(now).toISOString() }).where('id', '=', tokenId).execute();
   }
 
+  /** Active tokens (not revoked) expiring after `from` and at or before `to` (ISO instants), every user's. */
+  async expiringBetween(from: string, to: string): Promise<TokenInfo[]> {
+    const rows = await this.storage.db.selectFrom('personal_access_tokens').selectAll().where('revoked_at', 'is', null).where('expires_at', '>', from).where('expires_at', '<=', to).orderBy('id').execute();
+    return rows.map((r) => this.toInfo(r as TokenRow));
+  }
+
   async listForUser(userId: number): Promise<TokenInfo[]> {
     const rows = await this.storage.db.selectFrom('personal_access_tokens').selectAll().where('user_id', '=', userId).orderBy('id').execute();
     return rows.map((r) => this.toInfo(r as TokenRow));

@@ -7,6 +7,8 @@ export interface MailMessage {
   subject: string;
   /** Plain text; secrets (temporary passwords, reset tokens) stand on a line of their own. */
   text: string;
+  /** The same message as HTML (a branded e-mail), sent beside the text as its alternative. */
+  html?: string;
 }
 
 /**
@@ -27,7 +29,7 @@ export class Mailer {
 
   async send(message: MailMessage): Promise<void> {
     if (this.transport) {
-      await this.transport.sendMail({ from: this.from, to: message.to, subject: message.subject, text: message.text });
+      await this.transport.sendMail({ from: this.from, to: message.to, subject: message.subject, text: message.text, ...(message.html ? { html: message.html } : {}) });
       this.logger.info({ to: message.to, subject: message.subject }, 'mail sent');
       return;
     }

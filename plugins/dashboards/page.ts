@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { escapeHtml } from '../../kernel/plugin-api.ts';
 import type { Branding } from '../branding/public.ts';
 import type { Card, Dashboard } from './dashboard-store.ts';
 
@@ -60,8 +61,6 @@ export function pageAsset(version: string, name: string): PageAsset | null {
 /** The URL of an asset relative to a page (`/p/dashboards/<token>`). */
 const assetUrl = (name: string) => `assets/${asset(name)!.version}/${name}`;
 
-const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]);
 
 /** JSON inside a `<script type="application/json">`: nothing in it can close the element or start markup. */
 const scriptJson = (value: unknown) => JSON.stringify(value).replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);

@@ -102,5 +102,7 @@ export interface DashboardPublishedEvent {
   name: string;
   project_id: number;
   published_by: number;
+  /** Who created the dashboard. */
+  created_by: number | null;
   expires_at: string;
 }

@@ -5,7 +5,7 @@ import type { CardService } from './card-data.ts';
 import type { DashboardStore } from './dashboard-store.ts';
 import type { LinkStore } from './link-store.ts';
 import { PAGE_CSP, pageAsset, renderPage, type PageCard } from './page.ts';
-import { DASHBOARD_PUBLISHED } from './public.ts';
+import { DASHBOARD_PUBLISHED, type DashboardPublishedEvent } from './public.ts';
 import { filterQuery } from './schemas.ts';
 
 export interface PublishRouteDeps {
@@ -100,7 +100,7 @@ export function publishRoutes(deps: PublishRouteDeps) {
         const expiresAt = new Date(expires).toISOString();
         const { link, token } = await storage.transaction(async (trx) => {
           const created = await links.create(trx, orgId, dashboard.id, principal.userId, expiresAt);
-          await events.publish({ type: DASHBOARD_PUBLISHED, orgId, payload: { dashboard_id: dashboard.id, link_id: created.link.id, name: dashboard.name, project_id: dashboard.project_id, published_by: principal.userId, expires_at: expiresAt } }, trx);
+          await events.publish({ type: DASHBOARD_PUBLISHED, orgId, payload: { dashboard_id: dashboard.id, link_id: created.link.id, name: dashboard.name, project_id: dashboard.project_id, published_by: principal.userId, created_by: dashboard.created_by, expires_at: expiresAt } satisfies DashboardPublishedEvent }, trx);
           return created;
         });
         await audit.record({ action: 'dashboards.publish', targetType: 'dashboard', targetId: dashboard.id, details: { link_id: link.id, expires_at: expiresAt } });

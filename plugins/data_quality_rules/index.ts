@@ -1,11 +1,11 @@
 import { z } from 'zod';
-import { definePlugin, defineRoute, fieldErrorsOf, HttpProblem, identitySchemas as s, kernelServices, problems, reply, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
+import { actingUserId, definePlugin, defineRoute, fieldErrorsOf, HttpProblem, identitySchemas as s, kernelServices, problems, reply, type DomainEvents, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
 import { QueryTimeoutError, quoteIdentifier, type Storage } from '../../storage/index.ts';
 import { datasetCatalog, DATASET_DELETED, PII_MASK, ROW_POLICY_BYPASS, type DatasetCatalog, type DatasetDeletedEvent, type DatasetInfo } from '../datasets/public.ts';
 import { evaluate, SAMPLE_ROWS, type Evaluation } from './evaluate.ts';
 import { governedSql, type GovernedSql } from '../sql/public.ts';
 import { qualityMigrations } from './migrations.ts';
-import { qualityRules, type QualityRules } from './public.ts';
+import { QUALITY_RULE_FAILED, qualityRules, type QualityRuleFailedEvent, type QualityRules } from './public.ts';
 import { RuleStore, type Rule, type RunScope, type StoredRun } from './rule-store.ts';
 import { RULE_TYPES, ruleDefinition, type RuleDefinition } from './rule-types.ts';
 
@@ -131,6 +131,7 @@ class RuleRunner {
     private readonly sql: GovernedSql,
     /** Time limit of a rule's queries (DATA_QUALITY_TIMEOUT_MS). */
     private readonly timeoutMs: number,
+    private readonly events: DomainEvents,
   ) {}
 
   /**
@@ -169,7 +170,17 @@ class RuleRunner {
           : `the rule could not be evaluated: ${(err as Error).message}`;
       result = { status: 'error' as const, failing_rows: 0, sample: [], message, observed: null };
     }
-    return this.rules.recordRun(rule, dataset.version, result, scope, startedAt, Math.round((performance.now() - started) * 100) / 100);
+    const durationMs = Math.round((performance.now() - started) * 100) / 100;
+    // A rule of severity error that failed is published with its run, for who reacts (notifications).
+    return this.storage.transaction(async (trx) => {
+      const stored = await this.rules.recordRun(rule, dataset.version, result, scope, startedAt, durationMs, trx);
+      const { run } = stored;
+      if (run.status === 'failed' && rule.severity === 'error') {
+        const payload: QualityRuleFailedEvent = { rule_id: rule.id, rule: rule.name, dataset_id: dataset.id, dataset: dataset.name, run_id: run.id, failing_rows: run.failing_rows, message: run.message, run_by: actingUserId(principal) };
+        await this.events.publish({ type: QUALITY_RULE_FAILED, orgId: dataset.org_id, payload }, trx);
+      }
+      return stored;
+    });
   }
 }
 
@@ -208,7 +219,7 @@ export default definePlugin({
       types: [DATASET_DELETED],
       handle: (event) => rules.removeForDataset(event.org_id!, (event.payload as DatasetDeletedEvent).dataset_id),
     });
-    const runner = new RuleRunner(storage, catalog, rules, sqlService, config.DATA_QUALITY_TIMEOUT_MS);
+    const runner = new RuleRunner(storage, catalog, rules, sqlService, config.DATA_QUALITY_TIMEOUT_MS, events);
     /** What only the database can tell about a definition: a condition or pattern it cannot run. */
     const checkRunnable = async (definition: RuleDefinition, dataset: DatasetInfo, principal: Principal, audit: RequestAudit) => {
       if (definition.type === 'custom_sql') await checkCondition(sqlService, dataset, definition.params.condition, principal, audit);

@@ -50,3 +50,20 @@ export interface QualityRules {
 }
 
 export const qualityRules = pluginServiceRef<QualityRules>('data_quality_rules.rules');
+
+/**
+ * The durable event published with the run of a rule of severity `error` that failed (its rows
+ * broke it), in the run's transaction. `run_by`: the user the run was for (the caller, or the user
+ * a scenario's run acts for).
+ */
+export const QUALITY_RULE_FAILED = 'quality.rule.failed';
+export interface QualityRuleFailedEvent {
+  rule_id: number;
+  rule: string;
+  dataset_id: number;
+  dataset: string;
+  run_id: number;
+  failing_rows: number;
+  message: string;
+  run_by: number | null;
+}

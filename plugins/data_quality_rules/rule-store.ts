@@ -1,3 +1,4 @@
+import type { Kysely } from 'kysely';
 import { problems } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import type { Evaluation } from './evaluate.ts';
@@ -95,8 +96,8 @@ export class RuleStore {
     await this.storage.db.deleteFrom('dq_rules').where('org_id', '=', orgId).where('id', '=', id).execute();
   }
 
-  async recordRun(rule: Rule, datasetVersion: number, result: Evaluation, scope: RunScope | null, startedAt: string, durationMs: number): Promise<StoredRun> {
-    const row = await this.storage.db
+  async recordRun(rule: Rule, datasetVersion: number, result: Evaluation, scope: RunScope | null, startedAt: string, durationMs: number, db: Kysely<any> = this.storage.db): Promise<StoredRun> {
+    const row = await db
       .insertInto('dq_runs')
       .values({
         rule_id: rule.id,

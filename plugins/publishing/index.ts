@@ -13,7 +13,7 @@ import { apiServiceConsumers } from './endpoint-lineage.ts';
 import { DATA_KEY_PREFIX, KeyStore } from './key-store.ts';
 import { keepLookupsIndexed } from './lookup-indexes.ts';
 import { publishingMigrations } from './migrations.ts';
-import { apiServiceCalls, publishedAssets } from './public.ts';
+import { apiServiceCalls, dataApiKeys, publishedAssets } from './public.ts';
 import { apiServiceRoutes } from './routes.ts';
 import { serviceDocuments } from './service-openapi.ts';
 import { ServiceStore } from './service-store.ts';
@@ -44,6 +44,9 @@ export default definePlugin({
     // Published assets of every type, API Services' own among them; dashboards and others contribute theirs.
     const assets = new PublishedAssets(enablement);
     assets.add(ctx.pluginId, apiServiceAssets(services));
+    ctx.provideService(dataApiKeys, {
+      expiringBetween: async (from, to) => (await keys.expiringBetween(from, to)).map((k) => ({ id: k.id, org_id: k.org_id, service_id: k.service_id, name: k.name, expires_at: k.expires_at, minted_by: k.minted_by })),
+    });
     ctx.provideExtensionPoint(publishedAssets, ({ value, pluginId }) => assets.add(pluginId, value));
     ctx.contribute(lineageConsumers, apiServiceConsumers({ services, keys, sql }));
     ctx.contribute(apiKeyAuthenticators, { id: 'publishing', prefix: DATA_KEY_PREFIX, authenticate: (key) => keys.authenticate(key) });

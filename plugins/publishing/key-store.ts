@@ -103,6 +103,12 @@ export class KeyStore {
     return { secret, key: this.decode(row) };
   }
 
+  /** Keys not revoked expiring after `from` and at or before `to` (ISO instants), every organization's. */
+  async expiringBetween(from: string, to: string): Promise<KeyRecord[]> {
+    const rows = await this.storage.db.selectFrom('publishing_keys').selectAll().where('revoked_at', 'is', null).where('expires_at', '>', from).where('expires_at', '<=', to).orderBy('id').execute();
+    return rows.map((row) => this.decode(row));
+  }
+
   async list(orgId: number, serviceId: number): Promise<KeyRecord[]> {
     const rows = await this.storage.db.selectFrom('publishing_keys').selectAll().where('org_id', '=', orgId).where('service_id', '=', serviceId).orderBy('id').execute();
     return rows.map((row) => this.decode(row));

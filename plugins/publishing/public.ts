@@ -64,3 +64,21 @@ export interface ApiServicePublishedEvent {
   published_by: number;
   published_at: string;
 }
+
+/** A data API key as other plugins see it (never its secret). */
+export interface DataApiKeyInfo {
+  id: number;
+  org_id: number;
+  service_id: number;
+  name: string;
+  expires_at: string | null;
+  /** The publisher who minted it. */
+  minted_by: number | null;
+}
+
+export interface DataApiKeys {
+  /** Keys not revoked expiring after `from` and at or before `to` (ISO instants), every organization's: for reminders. */
+  expiringBetween(from: string, to: string): Promise<DataApiKeyInfo[]>;
+}
+
+export const dataApiKeys = pluginServiceRef<DataApiKeys>('publishing.keys');

@@ -16,6 +16,8 @@ export interface ReceivedMail {
   subject: string;
   /** The plain-text body, transfer encoding undone, line breaks normalised to \n. */
   text: string;
+  /** The HTML alternative of a multipart/alternative message, decoded alike. */
+  html?: string;
 }
 
 export interface TestSmtpServer {
@@ -47,8 +49,27 @@ function decodeQuotedPrintable(body: string): string {
   return Buffer.from(bytes).toString('utf8');
 }
 
-/** Splits a message into headers and a plain-text body: single-part mails, as the kernel sends them. */
-export function parseMail(raw: string): { headers: Record<string, string>; text: string } {
+/** A header value with its RFC 2047 encoded words (`=?UTF-8?Q?…?=`, `=?UTF-8?B?…?=`) decoded; the space between two of them goes. */
+function decodeWords(value: string): string {
+  return value.replace(/(=\?[^?]+\?[QqBb]\?[^?]*\?=)\s+(?==\?)/g, '$1').replace(/=\?([^?]+)\?([QqBb])\?([^?]*)\?=/g, (_, _charset: string, encoding: string, text: string) =>
+    encoding.toUpperCase() === 'B' ? Buffer.from(text, 'base64').toString('utf8') : decodeQuotedPrintable(text.replace(/_/g, ' ')),
+  );
+}
+
+/**
+ * Splits a message into headers and a plain-text body (and the HTML alternative of a
+ * multipart/alternative one: each part decoded on its own).
+ */
+export function parseMail(raw: string): { headers: Record<string, string>; text: string; html?: string } {
+  const single = parsePart(raw);
+  const boundary = /multipart\/[a-z]+;.*boundary="?([^";]+)"?/i.exec(single.headers['content-type'] ?? '')?.[1];
+  if (!boundary) return single;
+  const parts = raw.split(`--${boundary}`).slice(1, -1).map((part) => parsePart(part.replace(/^\r?\n/, '')));
+  const of = (type: string) => parts.find((part) => (part.headers['content-type'] ?? '').toLowerCase().startsWith(type))?.text;
+  return { headers: single.headers, text: of('text/plain') ?? '', html: of('text/html') };
+}
+
+function parsePart(raw: string): { headers: Record<string, string>; text: string } {
   const split = raw.search(/\r?\n\r?\n/);
   const head = split === -1 ? raw : raw.slice(0, split);
   let body = split === -1 ? '' : raw.slice(split).replace(/^\r?\n\r?\n/, '');
@@ -79,15 +100,16 @@ export async function startSmtpServer(): Promise<TestSmtpServer> {
       stream.on('error', (err) => callback(err));
       stream.on('end', () => {
         const raw = Buffer.concat(chunks).toString('utf8');
-        const { headers, text } = parseMail(raw);
+        const { headers, text, html } = parseMail(raw);
         const mail: ReceivedMail = {
           seq: messages.length,
           from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
           to: session.envelope.rcptTo.map((r) => r.address.toLowerCase()),
           raw,
           headers,
-          subject: headers.subject ?? '',
+          subject: decodeWords(headers.subject ?? ''),
           text,
+          ...(html === undefined ? {} : { html }),
         };
         messages.push(mail);
         for (const listener of [...listeners]) listener(mail);
