@@ -18,13 +18,18 @@ export interface OutboundResponse {
 
 const MAX_BODY_BYTES = 1024 * 1024;
 
-/** Ranges no outbound call may reach unless allowed: the machine itself and its private networks. */
+/**
+ * Ranges no outbound call may reach unless allowed: the machine itself, its private networks, and
+ * the special-purpose ranges (IANA's registries) that are not the public internet: IETF protocol
+ * assignments, benchmarking, documentation, reserved and broadcast; in IPv6 also the forms that
+ * carry an IPv4 address (IPv4-compatible, NAT64, 6to4), which could reach a private one.
+ */
 function privateRanges(): net.BlockList {
   const list = new net.BlockList();
-  for (const [address, prefix] of [['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.168.0.0', 16], ['224.0.0.0', 4]] as const) {
-    list.addSubnet(address, prefix, 'ipv4');
-  }
-  for (const [address, prefix] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8]] as const) list.addSubnet(address, prefix, 'ipv6');
+  const ipv4 = [['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4]] as const;
+  for (const [address, prefix] of ipv4) list.addSubnet(address, prefix, 'ipv4');
+  const ipv6 = [['::', 96], ['::1', 128], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['100::', 64], ['2001:db8::', 32], ['2002::', 16], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8]] as const;
+  for (const [address, prefix] of ipv6) list.addSubnet(address, prefix, 'ipv6');
   return list;
 }
 

@@ -115,6 +115,11 @@ export interface RouteDefinition<R extends RouteRequestSchemas = RouteRequestSch
    * `router.pages` prefix (under `/p`) instead of its `/api` prefix. Its answer sets its own CSP.
    */
   page?: boolean;
+  /**
+   * The path itself is a secret (a share link's token): the request log names the route's template
+   * (`/p/dashboards/{token}`) instead of the path.
+   */
+  secretPath?: boolean;
   summary: string;
   description?: string;
   security: S;

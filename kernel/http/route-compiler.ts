@@ -77,6 +77,7 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
     };
     const serve = (ctx: Context): Maybe<void> => {
       const state = ctx.state as RequestState;
+      if (route.secretPath) state.loggedPath = mounted.path;
       if (route.security === 'none') return receive(ctx, state);
       return andThen(deps.authorizer.authorize(route, state), ({ principal, orgId }) => {
         state.principal = principal;

@@ -13,12 +13,15 @@ export interface RequestState {
   header(name: string): string | undefined;
   principal?: Principal;
   orgId?: number;
+  /** What the request log names instead of the path, when the path is a secret. */
+  loggedPath?: string;
 }
 
 /** The state of one request; its client address is found when first asked (most answers never need it). */
 export class KernelRequestState implements RequestState {
   principal?: Principal;
   orgId?: number;
+  loggedPath?: string;
   private address: string | undefined;
 
   constructor(

@@ -30,7 +30,7 @@ export default definePlugin({
         config: {
           type: 'object',
           properties: {
-            dataset_id: { type: 'integer', minimum: 1 },
+            dataset_id: { type: 'integer', minimum: 1, maximum: 2_147_483_647 },
             chart: { enum: [...CHARTS] },
             x: { type: 'string', minLength: 1, maxLength: 63 },
             y: { type: 'string', minLength: 1, maxLength: 63 },

@@ -22,7 +22,7 @@ export default definePlugin({
         config: {
           type: 'object',
           properties: {
-            dataset_id: { type: 'integer', minimum: 1 },
+            dataset_id: { type: 'integer', minimum: 1, maximum: 2_147_483_647 },
             aggregation: { enum: [...AGGREGATIONS], default: 'count' },
             column: { type: 'string', minLength: 1, maxLength: 63 },
             query: {

@@ -18,7 +18,9 @@ const MAX_ROWS = 10_000;
  * The directly-follows graph of an event log as one governed statement: each case's events in
  * time order (ties by activity, so the order is the same on every run), each event paired with the
  * next of its case. Nodes, start and end activities and the case count come in the same result,
- * told apart by `kind`; an edge's median duration is the mean of its one or two middle durations.
+ * told apart by `kind` and ordered ahead of the edges (a map too large for the row limit loses its
+ * rarest edges, never its nodes or counts); an edge's median duration is the mean of its one or two
+ * middle durations.
  */
 function processMapSql(q: CardSql, source: DatasetInfo, config: ProcessMapConfig): string {
   const [caseId, activity, time] = [q.id(config.case_column), q.id(config.activity_column), q.id(config.timestamp_column)];
@@ -41,13 +43,16 @@ function processMapSql(q: CardSql, source: DatasetInfo, config: ProcessMapConfig
     count(*) over (partition by source, target) as total
   from transitions
 )
-select 'edge' as kind, source as activity, target, count(*) as n, avg(seconds) as mean_s,
-  avg(case when position = (total + 1) / 2 or position = (total + 2) / 2 then seconds end) as median_s
-from ranked group by source, target having count(*) >= ${minimum}
-union all select 'node', activity, null, count(*), null, null from events group by activity
-union all select 'start', activity, null, count(*), null, null from events where step = 1 group by activity
-union all select 'end', activity, null, count(*), null, null from events where step = steps group by activity
-union all select 'cases', null, null, count(distinct case_id), null, null from events`;
+select * from (
+  select 'edge' as kind, source as activity, target, count(*) as n, avg(seconds) as mean_s,
+    avg(case when position = (total + 1) / 2 or position = (total + 2) / 2 then seconds end) as median_s
+  from ranked group by source, target having count(*) >= ${minimum}
+  union all select 'node', activity, null, count(*), null, null from events group by activity
+  union all select 'start', activity, null, count(*), null, null from events where step = 1 group by activity
+  union all select 'end', activity, null, count(*), null, null from events where step = steps group by activity
+  union all select 'cases', null, null, count(distinct case_id), null, null from events
+) as graph
+order by case kind when 'cases' then 0 when 'node' then 1 when 'start' then 2 when 'end' then 3 else 4 end, n desc`;
 }
 
 /** Seconds to the millisecond: the two databases' floating arithmetic differ below that. */
@@ -67,7 +72,7 @@ export default definePlugin({
         config: {
           type: 'object',
           properties: {
-            dataset_id: { type: 'integer', minimum: 1 },
+            dataset_id: { type: 'integer', minimum: 1, maximum: 2_147_483_647 },
             case_column: { type: 'string', minLength: 1, maxLength: 63 },
             activity_column: { type: 'string', minLength: 1, maxLength: 63 },
             timestamp_column: { type: 'string', minLength: 1, maxLength: 63 },

@@ -21,7 +21,7 @@ export default definePlugin({
         config: {
           type: 'object',
           properties: {
-            dataset_id: { type: 'integer', minimum: 1 },
+            dataset_id: { type: 'integer', minimum: 1, maximum: 2_147_483_647 },
             columns: { type: 'array', items: { type: 'string', minLength: 1, maxLength: 63 }, minItems: 1, maxItems: 100, uniqueItems: true },
             sort: {
               type: 'array',

@@ -39,7 +39,9 @@ export const dashboardsMigrations: Record<string, Migration> = {
   '2026-12-02T0200_dashboards_links': {
     async up({ db, storage }) {
       // Share links of published dashboards. The link's token is signed (the platform's keyed HMAC
-      // over the id and nonce): only the nonce is kept, never the token itself.
+      // over the id and nonce): only the nonce is kept, never the token itself. A link shows the
+      // dashboard as it was published (`snapshot`: its name, filters and cards), read with the
+      // publisher's rights narrowed to their token's scopes (`published_scopes`, null: none).
       await storage
         .addIdColumn(db.schema.createTable('dashboards_links'))
         .addColumn('org_id', 'integer', (c) => c.notNull())
@@ -47,6 +49,8 @@ export const dashboardsMigrations: Record<string, Migration> = {
         .addColumn('nonce', 'text', (c) => c.notNull())
         // Whose view of the data the page shows (their rights of now, PII always masked).
         .addColumn('published_by', 'integer', (c) => c.notNull())
+        .addColumn('published_scopes', storage.types.json)
+        .addColumn('snapshot', storage.types.json, (c) => c.notNull())
         .addColumn('created_at', storage.types.timestamp, (c) => c.notNull())
         .addColumn('expires_at', storage.types.timestamp, (c) => c.notNull())
         .addColumn('revoked_at', storage.types.timestamp)

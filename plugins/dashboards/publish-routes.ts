@@ -1,4 +1,4 @@
-import { defineRoute, HttpProblem, identitySchemas as s, kernelServices, problems, reply, z, type Delegation, type DomainEvents, type PluginEnablementService, type RequestAudit, type ServiceType, type UserPrincipal } from '../../kernel/plugin-api.ts';
+import { defineRoute, HttpProblem, identitySchemas as s, kernelServices, problems, reply, storedActorOf, z, type Delegation, type DomainEvents, type PluginEnablementService, type ServiceType, type UserPrincipal } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import type { OrganizationBranding } from '../branding/public.ts';
 import type { CardService } from './card-data.ts';
@@ -17,6 +17,8 @@ export interface PublishRouteDeps {
   delegation: Delegation;
   enablement: PluginEnablementService;
   organizations: ServiceType<typeof kernelServices.organizations>;
+  /** The audit log: a page's reads are recorded as its publisher's, in the link's organization. */
+  audit: ServiceType<typeof kernelServices.audit>;
   branding: OrganizationBranding;
   /** The dashboards plugin's own id: a page of an organization where it is off is not found. */
   pluginId: string;
@@ -49,20 +51,26 @@ const GONE = 'no published dashboard at this link (it may have been revoked or h
 
 export function publishRoutes(deps: PublishRouteDeps) {
   const { storage, store, links, cards, events, delegation, enablement, organizations, branding, pluginId, log } = deps;
+  const auditLog = deps.audit;
 
   /** The live link a token names, in an organization where dashboards are on, and its publisher's rights of now; else 404. */
   async function resolve(token: string): Promise<{ link: NonNullable<Awaited<ReturnType<LinkStore['live']>>>; publisher: UserPrincipal }> {
     const link = await links.live(token);
     if (!link || !(await enablement.isEnabled(pluginId, link.org_id))) throw problems.notFound(GONE);
-    const publisher = await delegation.actFor(link.published_by, link.org_id);
+    const publisher = await delegation.actFor(link.publisher.userId, link.org_id, link.publisher.scopes);
     if ('refused' in publisher || !publisher.capabilities.has('dashboards.read') || !publisher.capabilities.has('datasets.read')) throw problems.notFound(GONE);
     return { link, publisher };
   }
 
-  /** Each card's data as the publisher sees it, PII masked; a card that cannot be computed says why and the others still show. */
-  async function pageCards(token: string, filters: Record<string, string | string[]>, audit: RequestAudit) {
+  /**
+   * Each card of the dashboard as it was published, its data as the publisher sees it now, PII
+   * masked; a card that cannot be computed says why and the others still show. Its reads are
+   * audited as the publisher's, in the link's organization.
+   */
+  async function pageCards(token: string, filters: Record<string, string | string[]>) {
     const { link, publisher } = await resolve(token);
-    const dashboard = await store.get(link.org_id, link.dashboard_id);
+    const dashboard = link.snapshot;
+    const audit = auditLog.forPrincipal(publisher, link.org_id);
     const drawn: PageCard[] = [];
     for (const card of dashboard.cards) {
       const drawnCard: PageCard = { id: card.id, type: card.type, title: card.title, layout: card.layout, data: null, error: null };
@@ -85,13 +93,15 @@ export function publishRoutes(deps: PublishRouteDeps) {
       method: 'post',
       path: '/{id}/publish',
       summary: 'Publish a dashboard as a share link',
-      description: `A signed, revocable link to an HTML page of the dashboard that anyone holding it can open, no account needed (GET /p/dashboards/{token}). The page shows the data as the caller sees it when it is opened (their rights of that moment; PII columns always masked); it stops working when revoked, when it expires (\`expires_at\`: at most ${MAX_LINK_DAYS} days ahead, default ${DEFAULT_LINK_DAYS}), or when the caller loses the right to read it. The token is answered once. Publishes the \`${DASHBOARD_PUBLISHED}\` event.`,
+      description: `A signed, revocable link to an HTML page of the dashboard as it is now (later changes to its cards do not reach the link: publish again) that anyone holding it can open, no account needed (GET /p/dashboards/{token}). The page shows the data as the caller sees it when it is opened (their rights of that moment, narrowed to this token's scopes; PII columns always masked); it stops working when revoked, when it expires (\`expires_at\`: at most ${MAX_LINK_DAYS} days ahead, default ${DEFAULT_LINK_DAYS}), or when the caller loses the right to read it. Needs datasets.read as well. The token is answered once. Publishes the \`${DASHBOARD_PUBLISHED}\` event.`,
       capability: 'dashboards.write',
       request: { params: idParams, body: z.object({ expires_at: z.iso.datetime({ offset: true }).optional() }).strict() },
       responses: {
         201: { description: 'The link, with its token and URL (answered only now)', schema: linkSchema.extend({ token: z.string(), url: z.string().describe('The page, relative to this server') }) },
       },
       handler: async ({ params, body, orgId, principal, audit }) => {
+        // The page lends the caller's rights to read datasets to whoever holds the link.
+        if (!principal.capabilities.has('datasets.read')) throw problems.forbidden('a published dashboard reads with your rights to read datasets: this needs the capability "datasets.read"');
         const now = Date.now();
         const expires = body.expires_at ? Date.parse(body.expires_at) : now + DEFAULT_LINK_DAYS * DAY_MS;
         if (expires <= now) throw problems.badRequest('expires_at must be in the future', [{ path: 'body.expires_at', message: 'in the past' }]);
@@ -99,7 +109,7 @@ export function publishRoutes(deps: PublishRouteDeps) {
         const dashboard = await store.get(orgId, params.id);
         const expiresAt = new Date(expires).toISOString();
         const { link, token } = await storage.transaction(async (trx) => {
-          const created = await links.create(trx, orgId, dashboard.id, principal.userId, expiresAt);
+          const created = await links.create(trx, dashboard, storedActorOf(principal), expiresAt);
           await events.publish({ type: DASHBOARD_PUBLISHED, orgId, payload: { dashboard_id: dashboard.id, link_id: created.link.id, name: dashboard.name, project_id: dashboard.project_id, published_by: principal.userId, created_by: dashboard.created_by, expires_at: expiresAt } satisfies DashboardPublishedEvent }, trx);
           return created;
         });
@@ -170,6 +180,7 @@ export function publishRoutes(deps: PublishRouteDeps) {
     defineRoute({
       method: 'get',
       page: true,
+      secretPath: true,
       path: '/{token}',
       summary: 'A published dashboard',
       description:
@@ -177,8 +188,8 @@ export function publishRoutes(deps: PublishRouteDeps) {
       security: 'none',
       request: { params: z.object({ token: z.string().max(200) }), query: filterQuery },
       responses: { 200: { description: 'The page', content: { 'text/html': z.string() } }, 404: { description: 'No live link with this token' } },
-      handler: async ({ params, query, audit }) => {
-        const { link, dashboard, drawn } = await pageCards(params.token, query, audit);
+      handler: async ({ params, query }) => {
+        const { link, dashboard, drawn } = await pageCards(params.token, query);
         const [brand, organization, logo] = await Promise.all([branding.get(link.org_id), organizations.get(link.org_id), branding.logo(link.org_id)]);
         const html = renderPage(params.token, dashboard, drawn, brand, organization?.name ?? '', logo !== null, new Date().toISOString());
         return reply(200, html, { 'Content-Type': 'text/html; charset=utf-8', 'Content-Security-Policy': PAGE_CSP, 'Referrer-Policy': 'no-referrer', 'X-Robots-Tag': 'noindex', 'Cross-Origin-Opener-Policy': 'same-origin' });
@@ -187,6 +198,7 @@ export function publishRoutes(deps: PublishRouteDeps) {
     defineRoute({
       method: 'get',
       page: true,
+      secretPath: true,
       path: '/{token}/logo',
       summary: 'The logo on a published dashboard',
       description: 'The publishing organization\u2019s logo (as accepted by PUT /api/branding/logo), for the page of a live link.',

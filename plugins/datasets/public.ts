@@ -262,6 +262,8 @@ export interface SchemaDriftDetectedEvent {
   changes: (DriftChange & { impact: unknown })[];
   run_id: number;
   scenario_id: number;
+  /** The step's position in the scenario: a run's step that runs again (after a restart) finds the same drift. */
+  step: number;
   /** The user the scenario's run acts for. */
   created_by: number;
 }

@@ -51,7 +51,7 @@ export default definePlugin({
             const changes = await withImpact(context.orgId, datasetId, found.changes);
             drift.push({ dataset_id: datasetId, dataset: dataset.name, status: found.status, contract_version: found.contract_version, changes });
             if (found.status === 'breaking' || found.status === 'additive') {
-              const payload: SchemaDriftDetectedEvent = { dataset_id: datasetId, dataset: dataset.name, status: found.status, contract_version: found.contract_version, changes, run_id: context.run.id, scenario_id: context.run.scenario_id, created_by: context.principal.onBehalfOf.userId };
+              const payload: SchemaDriftDetectedEvent = { dataset_id: datasetId, dataset: dataset.name, status: found.status, contract_version: found.contract_version, changes, run_id: context.run.id, scenario_id: context.run.scenario_id, step: context.step.position, created_by: context.principal.onBehalfOf.userId };
               await events.publish({ type: SCHEMA_DRIFT_DETECTED, orgId: context.orgId, payload });
             }
             const fails = found.status === 'no-contract' ? context.params.require_contract === true : found.status === 'breaking' ? failOn !== 'none' : found.status === 'additive' && failOn === 'any';

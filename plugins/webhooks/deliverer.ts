@@ -8,8 +8,6 @@ export const DELIVER = 'deliver';
 
 /** No retry waits longer than an hour, however many came before. */
 const MAX_DELAY_MS = 3_600_000;
-/** What is kept of a receiver's refusal: its status, and the start of its answer. */
-const ERROR_TEXT_MAX = 500;
 
 /** `sha256=<hex>`: the HMAC-SHA256 of the exact body with the subscription's secret, as GitHub and Stripe sign theirs. */
 export function signature(secret: string, body: string): string {
@@ -53,17 +51,20 @@ export class Deliverer {
     const { store, storage, vault } = this.deps;
     const job = await store.job(deliveryId);
     if (!job) return;
-    const sent = await this.post(job, vault.open(job.secret_sealed));
+    // Whatever goes wrong before an answer is a failed attempt, retried as any: the delivery never stays pending with nothing to attempt it.
+    const sent = await Promise.resolve()
+      .then(() => this.post(job, vault.open(job.secret_sealed)))
+      .catch((err: unknown) => ({ ok: false, status: null, error: `the delivery could not be sent: ${(err as Error).message}` }));
     const attempts = job.attempts + 1;
     const now = Date.now();
     await storage.transaction(async (trx) => {
       if (sent.ok) {
-        await store.recordAttempt(trx, job.id, { status: 'succeeded', attempts, last_status_code: sent.status, last_error: null, next_attempt_at: null, delivered_at: new Date(now).toISOString() });
+        await store.recordAttempt(trx, job.id, job.attempts, { status: 'succeeded', attempts, last_status_code: sent.status, last_error: null, next_attempt_at: null, delivered_at: new Date(now).toISOString() });
         return;
       }
       const next = now + retryDelayMs(attempts, this.deps.retryBaseMs);
       const giveUp = next > Date.parse(job.deadline_at);
-      const changed = await store.recordAttempt(trx, job.id, {
+      const changed = await store.recordAttempt(trx, job.id, job.attempts, {
         status: giveUp ? 'failed' : 'pending',
         attempts,
         last_status_code: sent.status,
@@ -89,7 +90,8 @@ export class Deliverer {
         body: job.body,
       });
       if (response.status >= 200 && response.status < 300) return { ok: true, status: response.status, error: null };
-      return { ok: false, status: response.status, error: `answered ${response.status}: ${response.text.slice(0, ERROR_TEXT_MAX)}` };
+      // Only the status: what an endpoint answers is not shown back (a target can be somewhere the caller cannot see).
+      return { ok: false, status: response.status, error: `answered ${response.status}` };
     } catch (err) {
       if (err instanceof OutboundRefusedError || err instanceof OutboundFailedError) return { ok: false, status: null, error: err.message };
       throw err;

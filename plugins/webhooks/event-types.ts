@@ -1,4 +1,5 @@
 import type { PlatformEvent } from '../../kernel/plugin-api.ts';
+import type { SchemaDriftDetectedEvent } from '../datasets/public.ts';
 import type { RunFinishedEvent } from '../pipeline/public.ts';
 
 /** The event types a subscription may name, and what each reports. */
@@ -26,4 +27,17 @@ export function webhookEventsOf(event: PlatformEvent): string[] {
   if (run.status === 'failed' && run.kind === 'recipe') types.push('recipe.run.failed');
   if (run.status === 'failed' && run.kind === 'scenario') types.push('scenario.failed');
   return types;
+}
+
+/**
+ * The stable id of a webhook event: receivers de-duplicate by it. Mostly the domain event's own id;
+ * a drift found by a step is the same finding when the step runs again after a restart (a new
+ * domain event), so its id is the run, step and dataset.
+ */
+export function webhookEventId(event: PlatformEvent, type: string): string {
+  if (event.type === 'schema.drift.detected') {
+    const drift = event.payload as SchemaDriftDetectedEvent;
+    return `evt_drift_${drift.run_id}_${drift.step}_${drift.dataset_id}`;
+  }
+  return `evt_${event.id}_${type}`;
 }

@@ -1,6 +1,6 @@
 import { definePlugin, kernelServices, z } from '../../kernel/plugin-api.ts';
 import { Deliverer, DELIVER } from './deliverer.ts';
-import { SOURCE_EVENT_TYPES, webhookEventsOf } from './event-types.ts';
+import { SOURCE_EVENT_TYPES, webhookEventId, webhookEventsOf } from './event-types.ts';
 import { webhooksMigrations } from './migrations.ts';
 import { webhookRoutes } from './routes.ts';
 import { WebhookStore } from './webhook-store.ts';
@@ -39,7 +39,7 @@ export default definePlugin({
         if (!subscribers.length) return;
         await storage.transaction(async (trx) => {
           for (const subscriber of subscribers) {
-            const eventId = `evt_${event.id}_${subscriber.event_type}`;
+            const eventId = webhookEventId(event, subscriber.event_type);
             const body = JSON.stringify({ id: eventId, type: subscriber.event_type, created_at: event.created_at, org_id: orgId, data: event.payload });
             const deliveryId = await store.addDelivery(trx, orgId, { webhook_id: subscriber.id, event_id: eventId, event_type: subscriber.event_type, body, event_at: event.created_at });
             if (deliveryId !== null) await deliverer.schedule(trx, orgId, deliveryId);

@@ -17,6 +17,8 @@ export interface WebhookRouteDeps {
 const SUBSCRIBABLE = Object.keys(WEBHOOK_EVENT_TYPES).filter((type) => type !== 'ping');
 
 const base = { security: 'bearer', orgScoped: true, capability: 'webhooks.manage' } as const;
+/** A pending delivery whose next attempt is this overdue lost its work (it may be redelivered). */
+const STALE_PENDING_MS = 3_600_000;
 const idParams = s.idParam('id');
 const deliveryParams = idParams.extend(s.idParam('delivery_id').shape);
 
@@ -187,16 +189,17 @@ export function webhookRoutes({ storage, store, deliverer, vault, outbound }: We
       method: 'post',
       path: '/{id}/deliveries/{delivery_id}/redeliver',
       summary: 'Deliver again',
-      description: 'A delivery that succeeded or failed is sent again (same body, event id and signature), with a new 24 hours of retries; one still pending is a 409.',
+      description: 'A delivery that succeeded or failed is sent again (same body, event id and signature), with a new 24 hours of retries; one still pending is a 409, unless its next attempt is more than an hour overdue (its attempt was lost).',
       request: { params: deliveryParams },
       responses: { 202: { description: 'Scheduled now', schema: deliverySchema }, 409: { description: 'The delivery is still pending' } },
       handler: async ({ params, orgId, audit }) => {
         const delivery = await store.delivery(orgId, params.id, params.delivery_id);
-        if (delivery.status === 'pending') throw problems.conflict(`delivery ${delivery.id} is still pending: its next attempt is at ${delivery.next_attempt_at}`);
-        await storage.transaction(async (trx) => {
-          await store.reopen(trx, orgId, delivery.id);
+        const reopened = await storage.transaction(async (trx) => {
+          if (!(await store.reopen(trx, orgId, delivery.id, STALE_PENDING_MS))) return false;
           await deliverer.schedule(trx, orgId, delivery.id);
+          return true;
         });
+        if (!reopened) throw problems.conflict(`delivery ${delivery.id} is still pending: its next attempt is at ${delivery.next_attempt_at}`);
         await audit.record({ action: 'webhooks.redeliver', targetType: 'webhook', targetId: params.id, details: { delivery_id: delivery.id, event_id: delivery.event_id } });
         return reply(202, await store.delivery(orgId, params.id, delivery.id));
       },

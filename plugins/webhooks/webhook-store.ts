@@ -145,21 +145,32 @@ export class WebhookStore {
       .executeTakeFirst()) as DeliveryJob | undefined;
   }
 
-  /** Records an attempt's outcome, in `db`'s transaction; only a delivery still pending changes. */
-  async recordAttempt(db: Kysely<any>, id: number, outcome: { status: DeliveryStatus; attempts: number; last_status_code: number | null; last_error: string | null; next_attempt_at: string | null; delivered_at: string | null }): Promise<boolean> {
-    const updated = await db.updateTable('webhooks_deliveries').set(outcome).where('id', '=', id).where('status', '=', 'pending').executeTakeFirst();
+  /**
+   * Records an attempt's outcome, in `db`'s transaction, if the delivery is still pending with the
+   * attempts this one followed: of two attempts racing (a lease taken over), one records and goes
+   * on, so retries never fork into two chains.
+   */
+  async recordAttempt(db: Kysely<any>, id: number, previousAttempts: number, outcome: { status: DeliveryStatus; attempts: number; last_status_code: number | null; last_error: string | null; next_attempt_at: string | null; delivered_at: string | null }): Promise<boolean> {
+    const updated = await db.updateTable('webhooks_deliveries').set(outcome).where('id', '=', id).where('status', '=', 'pending').where('attempts', '=', previousAttempts).executeTakeFirst();
     return Number(updated.numUpdatedRows) > 0;
   }
 
-  /** Puts a delivery back to pending for a new round of attempts (redeliver), with a new window from now. */
-  async reopen(db: Kysely<any>, orgId: number, id: number): Promise<void> {
+  /**
+   * Puts a delivery back to pending for a new round of attempts (redeliver), with a new window from
+   * now: one that ended, or one pending whose next attempt is overdue by more than `staleMs` (its
+   * work was lost). Answers whether it did (false: it is pending as it should be).
+   */
+  async reopen(db: Kysely<any>, orgId: number, id: number, staleMs: number): Promise<boolean> {
     const now = this.storage.now();
-    await db
+    const stale = new Date(Date.parse(now) - staleMs).toISOString();
+    const updated = await db
       .updateTable('webhooks_deliveries')
       .set({ status: 'pending', attempts: 0, next_attempt_at: now, delivered_at: null, deadline_at: new Date(Date.parse(now) + DELIVERY_WINDOW_MS).toISOString() })
       .where('org_id', '=', orgId)
       .where('id', '=', id)
-      .execute();
+      .where((eb) => eb.or([eb('status', '<>', 'pending'), eb('next_attempt_at', '<', stale)]))
+      .executeTakeFirst();
+    return Number(updated.numUpdatedRows) > 0;
   }
 }
 

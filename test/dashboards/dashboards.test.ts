@@ -31,6 +31,7 @@ const EVENTS_CSV = `case_id,activity,at,region,amount,email\n${EVENTS.map(([c, a
 /** Issue 18, "Dashboards": through HTTP on both adapters. */
 describe.each(DIALECTS)('dashboards (%s)', (dialect) => {
   let t: TestKernel;
+  const logLines: string[] = [];
   let projectId: number;
   let eventsId: number;
   let viewer: { id: number; token: string };
@@ -41,7 +42,7 @@ describe.each(DIALECTS)('dashboards (%s)', (dialect) => {
   const data = (dashboard: number, card: number, query = '', token?: string) => t.request('GET', `/api/dashboards/${dashboard}/cards/${card}/data${query}`, token ? { token } : {});
 
   beforeAll(async () => {
-    t = await startTestKernel({ dialect });
+    t = await startTestKernel({ dialect, logLines });
     viewer = await t.userToken('viewer');
     other = await t.outsider('dashboards-outsider');
     const project = await t.request('POST', '/api/projects', { body: { key: 'DASH', name: 'Dashboards' } });
@@ -351,6 +352,31 @@ describe.each(DIALECTS)('dashboards (%s)', (dialect) => {
       expect(assets.body.items).toEqual([expect.objectContaining({ asset_type: 'dashboard', id: dashboardId, name: 'Public ops', status: 'published', url: `/api/dashboards/${dashboardId}/publish` })]);
       const events = await t.kernel.storage.db.selectFrom('event_outbox').select(['type', 'payload']).where('type', '=', 'dashboard.published').execute();
       expect(events.map((e) => t.kernel.storage.decodeJson<{ link_id: number }>(e.payload).link_id)).toContain(link.body.id);
+    });
+
+    it('shows the dashboard as it was published, reads as the publisher in their organization, and never logs a token', async () => {
+      const link = await publish();
+      const before = JSON.parse(/id="dashboard-data">(.*?)<\/script>/s.exec((await page(link.body.token)).text)![1]);
+      // Cards added or changed since do not reach the link (an editor cannot read through the publisher's rights).
+      const editor = await t.userToken('editor');
+      const added = await t.request('POST', `/api/dashboards/${dashboardId}/cards`, { token: editor.token, body: { type: 'metric', config: { query: { sql: 'select count(*) from order_events' } } } });
+      expect(added.status, added.text).toBe(201);
+      const after = JSON.parse(/id="dashboard-data">(.*?)<\/script>/s.exec((await page(link.body.token)).text)![1]);
+      expect(after.cards.map((c: { id: number }) => c.id)).toEqual(before.cards.map((c: { id: number }) => c.id));
+      await t.request('DELETE', `/api/dashboards/${dashboardId}/cards/${added.body.id}`);
+      // Its reads are the publisher's, audited in the organization.
+      const audit = await t.request('GET', '/api/audit?action=sql.execute&limit=5');
+      expect(audit.body.items[0]).toMatchObject({ org_id: 1, actor_kind: 'user', actor_username: 'admin' });
+      // The request log names the route, never the path holding the token.
+      await t.request('GET', `/p/dashboards/${link.body.token}/logo`, { token: null });
+      expect(logLines.some((line) => line.includes('/p/dashboards/{token}'))).toBe(true);
+      expect(logLines.filter((line) => line.includes(link.body.token))).toEqual([]);
+    });
+
+    it('a token without datasets.read may not publish: a link lends the right to read', async () => {
+      const scoped = await t.request('POST', '/api/auth/tokens', { body: { name: 'boards only', scopes: ['dashboards.read', 'dashboards.write'] } });
+      expect(scoped.status, scoped.text).toBe(201);
+      expectProblem(await t.request('POST', `/api/dashboards/${dashboardId}/publish`, { token: scoped.body.token, body: {} }), 403);
     });
 
     it('serves the page\u2019s assets and the organization\u2019s logo from this server', async () => {

@@ -89,7 +89,7 @@ describe.each(DIALECTS)('webhook subscriptions (%s)', (dialect) => {
   it('refuses an unknown event type, a target the outbound guard refuses and a short secret with a 400 naming the field', async () => {
     const before = (await t.request('GET', '/api/webhooks')).body.items.length;
     for (const type of ['dataset.deleted', 'ping', 'DATASET.UPDATED', "dataset.updated' or '1'='1", 'x'.repeat(101)]) expectProblem(await subscribe(type), 400, 'body.event_type');
-    for (const target of ['http://10.0.0.8/hook', 'http://169.254.169.254/latest/meta-data', 'http://[::1]:8080/x', 'http://192.168.1.1/', 'ftp://example.test/x', 'file:///etc/passwd', 'not a url', 'http://user:pass@127.0.0.1/x', `http://127.0.0.1/${'x'.repeat(2000)}`]) {
+    for (const target of ['http://10.0.0.8/hook', 'http://169.254.169.254/latest/meta-data', 'http://[::1]:8080/x', 'http://192.168.1.1/', 'http://198.18.0.1/', 'http://240.0.0.1/', 'http://[64:ff9b::a00:1]/', 'http://[2002:a00:1::]/', 'http://[::a00:1]/', 'ftp://example.test/x', 'file:///etc/passwd', 'not a url', 'http://user:pass@127.0.0.1/x', `http://127.0.0.1/${'x'.repeat(2000)}`]) {
       expectProblem(await subscribe('dataset.updated', target), 400, 'body.target_url');
     }
     expectProblem(await subscribe('dataset.updated', `${receiver.url}/hook`, 'short'), 400, 'body.secret');
@@ -141,7 +141,7 @@ describe.each(DIALECTS)('webhook subscriptions (%s)', (dialect) => {
     const hook = (await subscribe('api_service.published')).body;
     receiver.script.push(500);
     const ping = await t.request('POST', `/api/webhooks/${hook.id}/ping`);
-    expect(ping.body).toMatchObject({ status: 'pending', attempts: 1, last_status_code: 500, last_error: 'answered 500: receiver is down', next_attempt_at: expect.any(String) });
+    expect(ping.body).toMatchObject({ status: 'pending', attempts: 1, last_status_code: 500, last_error: 'answered 500', next_attempt_at: expect.any(String) });
     expectProblem(await t.request('POST', `/api/webhooks/${hook.id}/deliveries/${ping.body.id}/redeliver`), 409);
     // Its window closes (as if 24 hours had passed) and the receiver stays down: the next attempt gives up.
     receiver.script.push(500, 500, 500, 500, 500, 500, 500, 500);

@@ -96,6 +96,8 @@
         var color = starts.indexOf(n.activity) >= 0 ? dashboard.colors.accent : ends.indexOf(n.activity) >= 0 ? '#5b8c5a' : dashboard.colors.primary;
         return { name: n.activity, value: n.count, x: column * 160, y: rows[column] * 90, symbolSize: 24 + 36 * (n.count / maxCount), itemStyle: { color: color }, label: { show: true, position: 'bottom', formatter: n.activity + ' (' + n.count + ')' } };
       });
+      var known = {};
+      nodes.forEach(function (n) { known[n.name] = true; });
       var duration = function (s) { return s === null ? '' : s < 120 ? Math.round(s) + ' s' : s < 7200 ? Math.round(s / 60) + ' min' : Math.round(s / 3600) + ' h'; };
       chart(body, {
         tooltip: {},
@@ -106,7 +108,8 @@
           edgeSymbol: ['none', 'arrow'],
           edgeSymbolSize: 9,
           data: nodes,
-          links: data.edges.map(function (e) {
+          // An edge only between nodes drawn (a map cut at its row limit may lack some).
+          links: data.edges.filter(function (e) { return known[e.from] && known[e.to]; }).map(function (e) {
             return { source: e.from, target: e.to, value: e.count, lineStyle: { width: 1 + 4 * (e.count / maxCount), curveness: 0.2 }, label: { show: true, formatter: e.count + ' \u00b7 ' + duration(e.median_duration_s) } };
           }),
           lineStyle: { color: '#8a94a6', opacity: 0.9 },
