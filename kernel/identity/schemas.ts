@@ -60,17 +60,21 @@ export const accessTokenSchema = z
 
 export const statusMessageSchema = z.object({ status: z.string() }).meta({ id: 'StatusMessage' });
 
+/** The largest record id: ids are 32-bit integers on Postgres (SQLite holds the same ones). */
+export const MAX_ID = 2_147_483_647;
+
 /**
  * A record id in a path (or a query): canonical decimal digits only, so `0x1`, ` 1`, `1e0`, `+1`,
- * `01` and `1.0` are refused (400 naming the parameter) rather than read as 1; positive and within
- * the safe integer range. Every id parameter is declared with it (`idParam`, or as a field).
+ * `01` and `1.0` are refused (400 naming the parameter) rather than read as 1; from 1 to `MAX_ID`
+ * (a larger one could not be compared with an id column on Postgres). Every id parameter is
+ * declared with it (`idParam`, or as a field).
  */
 export const pathId = z
   .string()
   .regex(/^(0|[1-9][0-9]*)$/, 'must be an id written in decimal digits only (no sign, spaces, leading zeros, exponent or fraction)')
   .transform(Number)
-  .refine((id) => id > 0 && Number.isSafeInteger(id), 'must be a positive integer within the safe integer range')
-  .meta({ type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER });
+  .refine((id) => id > 0 && id <= MAX_ID, `must be a positive integer of at most ${MAX_ID}`)
+  .meta({ type: 'integer', minimum: 1, maximum: MAX_ID });
 
 /**
  * A name people give a record and read back (an API Service, a key, a recipe, a job, a model):
@@ -82,6 +86,9 @@ export const displayName = z
   .min(1)
   .max(200)
   .regex(/^[^\u0000-\u001f]*$/, 'must not hold control characters');
+
+/** A record id in a JSON body (a project, a dataset, a user…): from 1 to `MAX_ID`, as `pathId`. */
+export const recordId = z.number().int().min(1).max(MAX_ID);
 
 /** Path parameters holding one id, typed by its name: `idParam('id')` parses to `{ id: number }`. */
 export const idParam = <K extends string>(name: K) => z.object({ [name]: pathId } as Record<K, typeof pathId>);

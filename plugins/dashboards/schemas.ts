@@ -1,4 +1,4 @@
-import { z } from '../../kernel/plugin-api.ts';
+import { identitySchemas as s, z } from '../../kernel/plugin-api.ts';
 import { GRID_COLUMNS } from './card-data.ts';
 
 export const layoutSchema = z
@@ -40,7 +40,7 @@ export const filtersInput = z
 
 export const dashboardInput = z
   .object({
-    project_id: z.number().int().positive(),
+    project_id: s.recordId,
     name: z.string().trim().min(1).max(200),
     description: z.string().max(2000).nullable().optional(),
     cards: z.array(cardInput).max(50).default([]),

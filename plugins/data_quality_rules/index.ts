@@ -87,7 +87,7 @@ const ruleFields = {
 };
 
 /** What POST /rules takes (and `QualityRules.create`). */
-const ruleInput = z.object({ dataset_id: z.number().int().positive(), ...ruleFields });
+const ruleInput = z.object({ dataset_id: s.recordId, ...ruleFields });
 
 /** The capability a route would have asked of the caller, asked of a service's caller (a background run acts with its user's capabilities as of now). */
 function requireCapability(principal: Principal, capability: string) {

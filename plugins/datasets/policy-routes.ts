@@ -41,7 +41,7 @@ export function policyRoutes({ store, policies }: { store: DatasetStore; policie
       capability: 'org.admin',
       request: {
         params: s.idParam('id'),
-        body: z.object({ group_id: z.number().int().positive(), filters: z.array(z.string().min(3)).min(1).max(50), description: z.string().max(2000).nullable().optional() }),
+        body: z.object({ group_id: s.recordId, filters: z.array(z.string().min(3)).min(1).max(50), description: z.string().max(2000).nullable().optional() }),
       },
       responses: { 201: { description: 'The policy', schema: policySchema }, 422: { description: 'The group (`group_id`) does not exist in the organization' } },
       handler: async ({ params, body, orgId, audit }) => {

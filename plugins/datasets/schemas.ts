@@ -1,3 +1,4 @@
+import { identitySchemas as s } from '../../kernel/plugin-api.ts';
 import { z } from 'zod';
 import { DATA_COLUMN_TYPES } from '../../storage/index.ts';
 import { MAX_COLUMNS, validateColumnName } from './column-names.ts';
@@ -26,7 +27,7 @@ export const columnsInput = z
   });
 
 /** A new dataset as `POST /api/datasets` and the `datasets.catalog` service's `create` take it. */
-export const newDatasetInput = z.object({ name: datasetName, project_id: z.number().int().positive(), description: z.string().max(5000).nullable().optional(), columns: columnsInput.default([]) });
+export const newDatasetInput = z.object({ name: datasetName, project_id: s.recordId, description: z.string().max(5000).nullable().optional(), columns: columnsInput.default([]) });
 
 export const columnSchema = z
   .object({

@@ -1,7 +1,7 @@
 import busboy from 'busboy';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import { fieldErrorsOf, HttpProblem, problems } from '../../kernel/plugin-api.ts';
+import { fieldErrorsOf, HttpProblem, identitySchemas as s, problems } from '../../kernel/plugin-api.ts';
 
 /** What an import is given: the project to import into, the manifest and, optionally, the catalog (parsed JSON). */
 export interface ImportRequest {
@@ -13,7 +13,7 @@ export interface ImportRequest {
 export const IMPORT_TYPES = ['application/json', 'multipart/form-data'];
 
 const jsonBody = z.object({
-  project_id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+  project_id: s.recordId,
   manifest: z.record(z.string(), z.unknown()).describe("dbt's target/manifest.json (schema v7 to v12)"),
   catalog: z.record(z.string(), z.unknown()).optional().describe("dbt's target/catalog.json (`dbt docs generate`): column types"),
 });

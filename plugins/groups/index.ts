@@ -130,7 +130,7 @@ export default definePlugin({
           description:
             'The user must be a member of the organization; one already in the group is a 409. They gain the group\'s capabilities on their next request.',
           capability: 'org.admin',
-          request: { params: groupIdParams, body: z.object({ user_id: z.number().int().positive() }) },
+          request: { params: groupIdParams, body: z.object({ user_id: s.recordId }) },
           responses: { 201: { description: 'Added', schema: z.object({ group_id: z.number().int(), user_id: z.number().int() }) }, 409: { description: 'The user is already in the group' }, 422: { description: 'The user (`user_id`) is not a member of the organization' } },
           handler: async ({ params, body, orgId, audit }) => {
             await groups.addMember(orgId, params.id, body.user_id);

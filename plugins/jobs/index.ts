@@ -8,9 +8,9 @@ import { JobStore, type Job, type JobFields } from './job-store.ts';
 import { pipelineJobs } from './public.ts';
 
 const jobInput = z.object({
-  project_id: z.number().int().positive(),
+  project_id: s.recordId,
   name: s.displayName,
-  targets: z.array(z.number().int().positive().max(Number.MAX_SAFE_INTEGER)).min(1).max(100).describe('The datasets to build'),
+  targets: z.array(s.recordId).min(1).max(100).describe('The datasets to build'),
   mode: z.enum(BUILD_MODES).default('build').describe('`build`: the recipes producing the targets; `build_required`: also every upstream recipe whose inputs changed since its last successful run; `force`: every upstream recipe'),
 });
 

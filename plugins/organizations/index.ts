@@ -82,7 +82,7 @@ export default definePlugin({
           description:
             'Needs `org.admin` in that organization (403). An organization admin may add users whose home organization it is; a platform admin any user. Adding an existing member is a 409.',
           security: 'bearer',
-          request: { params: orgIdParams, body: z.object({ user_id: z.number().int().positive() }) },
+          request: { params: orgIdParams, body: z.object({ user_id: s.recordId }) },
           responses: { 201: { description: 'Added', schema: z.object({ org_id: z.number().int(), user_id: z.number().int() }) }, 404: { description: 'No such organization among yours, or no such user (without platform admin, no such user whose home organization it is)' }, 409: { description: 'The user is already a member of the organization' } },
           handler: async ({ params, body, principal, audit }) => {
             const id = params.id;

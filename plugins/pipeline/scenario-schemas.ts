@@ -1,7 +1,7 @@
 import { identitySchemas as s, z } from '../../kernel/plugin-api.ts';
 
 const noControl = (max: number) => z.string().trim().min(1).max(max).regex(/^[^\u0000-\u001f]*$/, 'must not hold control characters');
-const id = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
+const id = s.recordId;
 
 export const scenarioStep = z
   .object({

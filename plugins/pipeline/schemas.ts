@@ -1,10 +1,10 @@
 import { identitySchemas as s, z } from '../../kernel/plugin-api.ts';
 import { DATA_COLUMN_TYPES } from '../../storage/index.ts';
 
-const datasetIds = (max: number) => z.array(z.number().int().positive().max(Number.MAX_SAFE_INTEGER)).max(max);
+const datasetIds = (max: number) => z.array(s.recordId).max(max);
 
 export const recipeInput = z.object({
-  project_id: z.number().int().positive(),
+  project_id: s.recordId,
   name: s.displayName,
   type: z.string().min(1).max(100),
   inputs: datasetIds(100).describe('Dataset ids the recipe reads, in order (a join: left, then right)'),

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { definePlugin, kernelServices, problems } from '../../kernel/plugin-api.ts';
+import { definePlugin, identitySchemas as s, kernelServices, problems } from '../../kernel/plugin-api.ts';
 import { quoteIdentifier } from '../../storage/index.ts';
 import { connectorTypes } from '../connectors/public.ts';
 import { datasetCatalog } from '../datasets/public.ts';
@@ -78,7 +78,7 @@ export default definePlugin({
           description: 'Import a table (schema.name) or a read-only query into a dataset of the organization',
           args: z
             .object({
-              dataset_id: z.number().int().positive(),
+              dataset_id: s.recordId,
               table: z.object({ schema: identifier.default('public'), name: identifier }).strict().optional(),
               query: z.string().min(1).max(100_000).optional(),
               mode: z.enum(['append', 'replace']).default('replace'),

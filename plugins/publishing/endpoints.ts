@@ -3,7 +3,7 @@
  * and the checks at save that need the organization's data (the dataset and its columns, the SQL
  * statement). Every refusal names its field as `body.endpoints.<i>.config.<path>`.
  */
-import { HttpProblem, problems, z, type FieldError } from '../../kernel/plugin-api.ts';
+import { HttpProblem, identitySchemas as s, problems, z, type FieldError } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog, DatasetInfo } from '../datasets/public.ts';
 import type { RegistryModels } from '../registry/public.ts';
 import type { GovernedSql } from '../sql/public.ts';
@@ -51,7 +51,7 @@ const sqlConfig = z
 
 const lookupConfig = z
   .object({
-    dataset_id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+    dataset_id: s.recordId,
     keys: z.array(columnName.refine(notReservedName, RESERVED_NAME_MESSAGE)).min(1).max(8).describe('The columns a key is made of: each call gives a value for each (a fixed parameter fills one in)'),
     columns: z.array(columnName).min(1).max(500).optional().describe('The columns answered; default all'),
     filters: z.array(z.string().min(1).max(MAX_INPUT_TEXT)).max(50).default([]).describe('`column:operator:value` conditions every answered row meets (the language of GET …/rows)'),
@@ -62,7 +62,7 @@ const lookupConfig = z
   })
   .strict();
 
-const modelConfig = z.object({ model_id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER), version: z.number().int().positive().optional() }).strict();
+const modelConfig = z.object({ model_id: s.recordId, version: z.number().int().positive().optional() }).strict();
 
 /** A `function` endpoint is declared only (calling it answers 501): its config is kept as given. */
 const functionConfig = z.record(z.string(), z.unknown()).default({});

@@ -13,7 +13,7 @@ const serviceKey = z
   .regex(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/, 'must be 1 to 63 lower-case letters, digits or -, not starting or ending with - (the URL segment of /api/service/{key}/…)');
 
 const serviceInput = z.object({
-  project_id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+  project_id: s.recordId,
   name: s.displayName,
   key: serviceKey.describe('The URL segment of /api/service/{key}/{endpoint}, unique on the platform'),
   endpoints: endpointsSchema,

@@ -11,9 +11,9 @@ const text = (max: number) =>
     .regex(/^[^\u0000-\u001f]*$/, 'must not hold control characters');
 
 export const trainInput = z.object({
-  project_id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+  project_id: s.recordId,
   name: s.displayName.describe('The model: a new version of the project\u2019s model of that name, the model created with it when there is none'),
-  dataset_id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER).describe('The dataset trained on, read with the caller\u2019s rights (row policies apply)'),
+  dataset_id: s.recordId.describe('The dataset trained on, read with the caller\u2019s rights (row policies apply)'),
   target: text(200).describe('The column predicted'),
   features: z.array(text(200)).min(1).max(200).describe('The columns it is predicted from: integer and number columns, string and boolean ones one-hot encoded'),
   task: z.enum(TASKS),
@@ -52,7 +52,7 @@ export const versionSchema = z
   .meta({ id: 'RegistryModelVersion' });
 
 export const importedModelInput = z.object({
-  project_id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+  project_id: s.recordId,
   name: s.displayName.describe('Unique in the project'),
   task: z.enum(TASKS),
 });

@@ -11,10 +11,10 @@ const noControlCharacters = /^[^\u0000-\u001f\u007f]*$/;
 
 /** A schedule's fields as a caller gives them (no defaults: a change leaves what it does not name). */
 const scheduleFields = z.object({
-  project_id: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+  project_id: s.recordId,
   name: z.string().trim().min(1).max(200).regex(noControlCharacters, 'must not hold control characters'),
   target: z
-    .record(z.string().max(64), z.number().int().positive().max(Number.MAX_SAFE_INTEGER))
+    .record(z.string().max(64), s.recordId)
     .describe('What each fire runs: exactly one field, of a kind a plugin contributes (`job_id`, `scenario_id`), e.g. {"job_id": 3}'),
   cron: z.string().min(1).max(200).regex(noControlCharacters, 'must not hold control characters').describe('5 fields (minute hour day-of-month month day-of-week), or 6 with seconds first; read in `timezone`'),
   timezone: z.string().min(1).max(64).regex(/^[A-Za-z0-9_+\-/]+$/, 'must be an IANA time zone name such as Europe/Paris').describe('IANA time zone name (default UTC)'),

@@ -44,7 +44,7 @@ export default definePlugin({
               email: z.email().max(320),
               role: s.roleSchema,
               password: z.string().min(1).optional(),
-              default_org_id: z.number().int().positive().optional().describe('Default: your current organization'),
+              default_org_id: s.recordId.optional().describe('Default: your current organization'),
             }),
           },
           responses: { 201: { description: 'The new user', schema: s.userSchema }, 409: { description: 'A user with this username or e-mail already exists' }, 422: { description: 'The default organization (`default_org_id`) does not exist' } },
@@ -99,7 +99,7 @@ export default definePlugin({
           request: {
             params: userIdParams,
             body: z
-              .object({ role: s.roleSchema.optional(), email: z.email().max(320).optional(), default_org_id: z.number().int().positive().nullable().optional(), is_active: z.boolean().optional() })
+              .object({ role: s.roleSchema.optional(), email: z.email().max(320).optional(), default_org_id: s.recordId.nullable().optional(), is_active: z.boolean().optional() })
               .refine((b) => Object.keys(b).length > 0, 'give at least one field to change'),
           },
           responses: { 200: { description: 'The updated user', schema: s.userSchema }, 409: { description: 'You cannot deactivate yourself or change your own role, or another user already has this e-mail' }, 422: { description: 'The default organization (`default_org_id`) does not exist' } },

@@ -334,6 +334,22 @@ describe.each(DIALECTS)('HTTP pipeline (%s)', (dialect) => {
       expect(errorPaths(filter)).toEqual(['query.project_id']);
       expect((await t.request('GET', `/api/datasets?project_id=${id}`)).status).toBe(200);
     });
+
+    it('an id beyond what an id column holds (2^31 - 1) is a 400 naming it, in a path, a query or a body, not a database error', async () => {
+      for (const [method, route, field] of [
+        ['GET', '/api/projects/2147483648', 'params.id'],
+        ['GET', '/api/dashboards/9007199254740991', 'params.id'],
+        ['GET', '/api/datasets?project_id=3000000000', 'query.project_id'],
+      ] as const) {
+        const res = await t.request(method, route);
+        expectProblem(res, 400);
+        expect(errorPaths(res)).toEqual([field]);
+      }
+      const body = await t.request('POST', '/api/datasets', { body: { name: 'too_far', project_id: 2_147_483_648 } });
+      expectProblem(body, 400);
+      expect(errorPaths(body)).toEqual(['body.project_id']);
+      expectProblem(await t.request('GET', '/api/projects/2147483647'), 404);
+    });
   });
 
   describe('routing errors', () => {
