@@ -113,9 +113,10 @@ describe.each(DIALECTS)('OpenAPI description and docs (%s)', (dialect) => {
         path.join(manifests.dir, 'probe.json'),
       ].filter((f) => f.endsWith('.json'));
       const routers = manifestFiles
-        .map((f) => JSON.parse(fs.readFileSync(f, 'utf8')) as { id: string; router?: { prefix: string; tag: string } })
+        .map((f) => JSON.parse(fs.readFileSync(f, 'utf8')) as { id: string; router?: { prefix: string; tag: string; pages?: string } })
         .filter((m) => m.router && loaded.has(m.id))
-        .map((m) => m.router!);
+        // A router's pages (under /p) carry its tag as its API routes do.
+        .flatMap((m) => [m.router!, ...(m.router!.pages ? [{ prefix: m.router!.pages, tag: m.router!.tag }] : [])]);
 
       const tags: string[] = doc.tags.map((tag: { name: string }) => tag.name);
       expect(tags).toEqual(expect.arrayContaining(['plugins', 'probe']));
