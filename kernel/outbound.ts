@@ -91,7 +91,11 @@ export class OutboundHttp {
     return addresses;
   }
 
-  async request(target: string, init: { method: string; headers?: Record<string, string>; body?: string }): Promise<OutboundResponse> {
+  /**
+   * An http(s) URL whose host, written as an address, may be called: what `request` checks before
+   * it connects (a host name is checked as it resolves). OutboundRefusedError says why not.
+   */
+  httpTarget(target: string): URL {
     let url: URL;
     try {
       url = new URL(target);
@@ -104,6 +108,18 @@ export class OutboundHttp {
       const reason = this.refusal(host, host);
       if (reason) throw new OutboundRefusedError(reason);
     }
+    return url;
+  }
+
+  /** The URL `request` would call, checked now as it would be then (its host name resolved too): for a target saved to be called later. */
+  async checkTarget(target: string): Promise<URL> {
+    const url = this.httpTarget(target);
+    await this.resolve(url.hostname);
+    return url;
+  }
+
+  async request(target: string, init: { method: string; headers?: Record<string, string>; body?: string }): Promise<OutboundResponse> {
+    const url = this.httpTarget(target);
     const lookup: net.LookupFunction = (hostname, options, callback) => {
       dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
         if (err) return callback(lookupFailure(hostname, err), '', 0);

@@ -53,23 +53,17 @@ const deliverySchema = z
   .meta({ id: 'WebhookDelivery' });
 
 export function webhookRoutes({ storage, store, deliverer, vault, outbound }: WebhookRouteDeps) {
-  /** A target the outbound guard accepts, or a 400 naming `body.target_url`. */
+  /** A target the outbound guard accepts, without credentials, or a 400 naming `body.target_url`. */
   async function checkedTarget(text: string): Promise<string> {
     const refuse = (message: string) => problems.badRequest(`body.target_url: ${message}`, [{ path: 'body.target_url', message }]);
     let url: URL;
     try {
-      url = new URL(text);
-    } catch {
-      throw refuse('not a URL');
-    }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw refuse(`only http and https targets are allowed, not ${url.protocol}`);
-    if (url.username || url.password) throw refuse('credentials in the URL are not allowed (sign with the secret instead)');
-    try {
-      await outbound.resolve(url.hostname);
+      url = await outbound.checkTarget(text);
     } catch (err) {
       if (err instanceof OutboundRefusedError || err instanceof OutboundFailedError) throw refuse(err.message);
       throw err;
     }
+    if (url.username || url.password) throw refuse('credentials in the URL are not allowed (sign with the secret instead)');
     return url.toString();
   }
 
