@@ -3,7 +3,7 @@ import type { Storage } from '../../storage/index.ts';
 import type { DatasetCatalog, DatasetInfo } from '../datasets/public.ts';
 import type { GovernedSql } from '../sql/public.ts';
 import { CardStatement, type ActiveFilters, type FilterValue } from './card-sql.ts';
-import type { CardTypes, OfferedCardType } from './card-types.ts';
+import type { CardTypes } from './card-types.ts';
 import type { Card, Dashboard, NewCard } from './dashboard-store.ts';
 import type { CardData } from './public.ts';
 
@@ -58,22 +58,19 @@ export class CardService {
     const filters = this.filters(dashboard, filterValues);
     const dataset = (id: number, location: string) => this.dataset(orgId, id, location, 'data');
     await type.contribution.check?.({ config: card.config, orgId, at: 'config', dataset });
-    return this.compute(type, card, filters, orgId, principal, audit, options.maskPii ? [] : undefined);
-  }
-
-  private compute(type: OfferedCardType, card: Card, filters: ActiveFilters, orgId: number, principal: Principal, audit: RequestAudit, unmasked: readonly string[] | undefined): Promise<CardData> {
     const { governed, storage } = this.deps;
+    const run = (sql: string, params: unknown[], bounds?: { limit?: number }) =>
+      governed.run({ sql, params, limit: Math.min(bounds?.limit ?? 1000, CARD_MAX_ROWS), unmasked: options.maskPii ? [] : undefined }, orgId, principal, audit);
     return type.contribution.data({
       config: card.config,
       orgId,
       principal,
-      dataset: (id, location) => this.dataset(orgId, id, location, 'data'),
-      query: (build, options) => {
+      dataset,
+      query: (build, bounds) => {
         const statement = new CardStatement(filters, storage.secondsBetweenSql);
-        const text = build(statement);
-        return governed.run({ sql: text, params: statement.params, limit: Math.min(options?.limit ?? 1000, CARD_MAX_ROWS), unmasked }, orgId, principal, audit);
+        return run(build(statement), statement.params, bounds);
       },
-      governed: (query, options) => governed.run({ sql: query.sql, params: query.params ?? [], limit: Math.min(options?.limit ?? 1000, CARD_MAX_ROWS), unmasked }, orgId, principal, audit),
+      governed: (query, bounds) => run(query.sql, query.params ?? [], bounds),
     });
   }
 
