@@ -41,16 +41,8 @@ export default definePlugin({
     // A dashboard with a live share link is a published asset, reached (by its members) at its links' list.
     ctx.contribute(publishedAssets, {
       asset_type: 'dashboard',
-      list: async (orgId) => {
-        const published = await links.published(orgId);
-        const dashboards = new Map((await store.list(orgId)).map((d) => [d.id, d]));
-        return published
-          .filter((p) => dashboards.has(p.dashboard_id))
-          .map((p) => {
-            const dashboard = dashboards.get(p.dashboard_id)!;
-            return { asset_type: 'dashboard', id: dashboard.id, name: dashboard.name, project_id: dashboard.project_id, status: 'published', published_by: p.published_by, published_at: p.published_at, url: `/api/dashboards/${dashboard.id}/publish` };
-          });
-      },
+      list: async (orgId) =>
+        (await links.published(orgId)).map((d) => ({ asset_type: 'dashboard', id: d.id, name: d.name, project_id: d.project_id, status: 'published', published_by: d.published_by, published_at: d.published_at, url: `/api/dashboards/${d.id}/publish` })),
     });
     const cards = new CardService({ storage, catalog: ctx.useService(datasetCatalog), governed: ctx.useService(governedSql), types });
     return {

@@ -105,19 +105,19 @@ export class LinkStore {
     return { id: row.id, org_id: row.org_id, dashboard_id: row.dashboard_id, expires_at: row.expires_at, publisher: { userId: row.published_by, scopes }, snapshot: this.storage.decodeJson<DashboardSnapshot>(row.snapshot) };
   }
 
-  /** The dashboards of the organization with a live link: when each was first published, by whom. */
-  async published(orgId: number): Promise<{ dashboard_id: number; published_by: number; published_at: string }[]> {
-    const now = this.storage.now();
+  /** The dashboards of the organization with a live link: each with when it was first published, by whom. */
+  async published(orgId: number): Promise<{ id: number; name: string; project_id: number; published_by: number; published_at: string }[]> {
     const rows = await this.storage.db
-      .selectFrom('dashboards_links')
-      .select(['dashboard_id', 'published_by', 'created_at'])
-      .where('org_id', '=', orgId)
-      .where('revoked_at', 'is', null)
-      .where('expires_at', '>', now)
-      .orderBy('id')
+      .selectFrom('dashboards_links as l')
+      .innerJoin('dashboards as d', 'd.id', 'l.dashboard_id')
+      .select(['d.id', 'd.name', 'd.project_id', 'l.published_by', 'l.created_at'])
+      .where('l.org_id', '=', orgId)
+      .where('l.revoked_at', 'is', null)
+      .where('l.expires_at', '>', this.storage.now())
+      .orderBy('l.id')
       .execute();
-    const first = new Map<number, { dashboard_id: number; published_by: number; published_at: string }>();
-    for (const row of rows) if (!first.has(row.dashboard_id)) first.set(row.dashboard_id, { dashboard_id: row.dashboard_id, published_by: row.published_by, published_at: row.created_at });
+    const first = new Map<number, { id: number; name: string; project_id: number; published_by: number; published_at: string }>();
+    for (const row of rows) if (!first.has(row.id)) first.set(row.id, { id: row.id, name: row.name, project_id: row.project_id, published_by: row.published_by, published_at: row.created_at });
     return [...first.values()];
   }
 
