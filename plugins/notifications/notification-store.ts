@@ -55,7 +55,7 @@ export class NotificationStore {
     if (page.unread) query = query.where('read_at', 'is', null);
     if (page.cursor !== undefined) query = query.where('id', '<', beforeIdCursor.decode(page.cursor));
     const rows = (await query.orderBy('id', 'desc').limit(page.limit + 1).execute()) as Notification[];
-    const items = rows.slice(0, page.limit).map((row) => ({ ...row, org_id: row.org_id === null ? null : Number(row.org_id) }));
+    const items = rows.slice(0, page.limit);
     return { items, next_cursor: rows.length > page.limit ? beforeIdCursor.encode(items[items.length - 1].id) : null };
   }
 
@@ -87,13 +87,12 @@ export class NotificationStore {
   async get(userId: number, id: number): Promise<Notification> {
     const row = (await this.storage.db.selectFrom('notifications').select(COLUMNS).where('user_id', '=', userId).where('id', '=', id).where('in_inbox', '=', true).executeTakeFirst()) as Notification | undefined;
     if (!row) throw problems.notFound(`no notification ${id} in your inbox`);
-    return { ...row, org_id: row.org_id === null ? null : Number(row.org_id) };
+    return row;
   }
 
   /** A notification with its recipient, for its e-mail. */
   async forMail(id: number): Promise<(Notification & { user_id: number }) | undefined> {
-    const row = await this.storage.db.selectFrom('notifications').select([...COLUMNS, 'user_id']).where('id', '=', id).executeTakeFirst();
-    return row ? ({ ...row, user_id: Number(row.user_id), org_id: row.org_id === null ? null : Number(row.org_id) } as Notification & { user_id: number }) : undefined;
+    return (await this.storage.db.selectFrom('notifications').select([...COLUMNS, 'user_id']).where('id', '=', id).executeTakeFirst()) as (Notification & { user_id: number }) | undefined;
   }
 
   /** Every type with the user's channels (the type's defaults where they never chose). */
