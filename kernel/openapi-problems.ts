@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { inAuthBucket } from './http/rate-limits.ts';
+import { inAuthBucket, inGeneralBucket } from './http/rate-limits.ts';
 import type { RouteDefinition } from './route.ts';
 
 /** The body of every error answer, as `problemBody` (kernel/problem.ts) writes it. */
@@ -55,7 +55,7 @@ export function derivedProblems(path: string, route: RouteDefinition): Map<numbe
   if (request?.body) add(413, `the body is larger than the limit (${request.bodyLimit ?? 'BODY_LIMIT'})`);
   if (request?.body) add(415, `the body is not of type ${(request.bodyTypes ?? ['application/json']).join(' or ')}`);
   if (request?.stream) add(415, `the body is not of type ${request.stream.contentTypes.join(' or ')}`);
-  if ((path.startsWith('/api/') || path.startsWith('/p/')) && !inAuthBucket(path)) add(429, 'too many requests from this client address (`Retry-After` says when to retry)');
+  if (inGeneralBucket(path) && !inAuthBucket(path)) add(429, 'too many requests from this client address (`Retry-After` says when to retry)');
   if (route.security === 'bearer') add(429, 'a personal access token made too many requests this minute (`Retry-After`)');
   if (route.security === 'apiKey') add(429, 'the API key made too many requests this minute (`Retry-After`)');
   if (inAuthBucket(path)) add(503, 'too many authentication requests from this client address (`Retry-After`)');

@@ -15,6 +15,9 @@ const retryAfter = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
 /** Whether a path counts against the auth bucket (its refusal is a 503) rather than the general /api/ one (429). */
 export const inAuthBucket = (path: string) => path.startsWith('/api/auth/') || path === '/api/auth';
 
+/** Whether a path outside the auth bucket counts against the general one: /api/, and plugins' pages (/p/: a published dashboard, open to anyone with its link). */
+export const inGeneralBucket = (path: string) => path.startsWith('/api/') || path.startsWith('/p/');
+
 /**
  * The spec's two client-address buckets (§8), applied in the app: the auth bucket answers 503 as
  * the spec's reverse proxy does, the general /api/ bucket 429. Both carry Retry-After.
@@ -33,8 +36,7 @@ export function rateLimits(store: RateLimitStore, settings: RateLimitSettings): 
   return (ctx, next) => {
     const path = ctx.path;
     const auth = inAuthBucket(path);
-    // Plugins' pages (/p/: a published dashboard, open to anyone with its link) count as API calls.
-    if (auth ? settings.authPerSecond > 0 : settings.apiPerSecond > 0 && (path.startsWith('/api/') || path.startsWith('/p/'))) return limited(ctx, next, auth);
+    if (auth ? settings.authPerSecond > 0 : settings.apiPerSecond > 0 && inGeneralBucket(path)) return limited(ctx, next, auth);
     return next();
   };
 }
