@@ -60,11 +60,17 @@ async function logoBody(ctx: Context): Promise<Buffer> {
 
 /** The `branding` router: each organization's display name, colours, e-mail footer and logo. */
 export default definePlugin({
-  deps: { storage: kernelServices.storage },
+  deps: { storage: kernelServices.storage, organizations: kernelServices.organizations },
   migrations: brandingMigrations,
-  init: ({ storage }, ctx) => {
+  init: ({ storage, organizations }, ctx) => {
     const store = new BrandingStore(storage);
-    ctx.provideService(organizationBranding, { get: (orgId) => store.get(orgId), logo: (orgId) => store.logo(orgId) });
+    ctx.provideService(organizationBranding, {
+      get: async (orgId) => {
+        const [branding, organization] = await Promise.all([store.get(orgId), organizations.get(orgId)]);
+        return { ...branding, shown_name: branding.display_name ?? organization?.name ?? '' };
+      },
+      logo: (orgId) => store.logo(orgId),
+    });
     const base = { security: 'bearer', orgScoped: true } as const;
     return {
       routes: [

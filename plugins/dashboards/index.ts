@@ -24,12 +24,11 @@ export default definePlugin({
     tokens: kernelServices.tokens,
     events: kernelServices.events,
     delegation: kernelServices.delegation,
-    organizations: kernelServices.organizations,
     audit: kernelServices.audit,
     logger: kernelServices.logger,
   },
   migrations: dashboardsMigrations,
-  init: ({ storage, enablement, tokens, events, delegation, organizations, audit, logger }, ctx) => {
+  init: ({ storage, enablement, tokens, events, delegation, audit, logger }, ctx) => {
     const store = new DashboardStore(storage);
     const links = new LinkStore(storage, (text) => tokens.hmac(text));
     const types = new CardTypes(ctx.pluginId, enablement);
@@ -48,7 +47,7 @@ export default definePlugin({
     return {
       routes: [
         ...dashboardRoutes({ store, cards, types, projects: ctx.useService(projectCatalog) }),
-        ...publishRoutes({ storage, store, links, cards, events, delegation, enablement, organizations, audit, branding: ctx.useService(organizationBranding), pluginId: ctx.pluginId, log: logger }),
+        ...publishRoutes({ storage, store, links, cards, events, delegation, enablement, audit, branding: ctx.useService(organizationBranding), pluginId: ctx.pluginId, log: logger }),
       ],
     };
   },

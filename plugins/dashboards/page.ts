@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { escapeHtml } from '../../kernel/plugin-api.ts';
-import type { Branding } from '../branding/public.ts';
+import type { ShownBranding } from '../branding/public.ts';
 import type { Card, Dashboard } from './dashboard-store.ts';
 
 /** One card as the page draws it: its data, or why it could not be computed. */
@@ -71,8 +71,8 @@ const scriptJson = (value: unknown) => JSON.stringify(value).replace(/[<>&\u2028
  * process map). Every text from the database is escaped; the Markdown cards' HTML was sanitized
  * when it was computed.
  */
-export function renderPage(token: string, dashboard: Dashboard, cards: PageCard[], branding: Branding, organizationName: string, hasLogo: boolean, computedAt: string): string {
-  const brand = branding.display_name ?? organizationName;
+export function renderPage(token: string, dashboard: Dashboard, cards: PageCard[], branding: ShownBranding, hasLogo: boolean, computedAt: string): string {
+  const brand = branding.shown_name;
   const payload = { name: dashboard.name, description: dashboard.description, colors: { primary: branding.primary_color, accent: branding.accent_color }, computed_at: computedAt, cards };
   return `<!doctype html>
 <html lang="en">

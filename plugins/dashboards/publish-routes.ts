@@ -16,7 +16,6 @@ export interface PublishRouteDeps {
   events: DomainEvents;
   delegation: Delegation;
   enablement: PluginEnablementService;
-  organizations: ServiceType<typeof kernelServices.organizations>;
   /** The audit log: a page's reads are recorded as its publisher's, in the link's organization. */
   audit: ServiceType<typeof kernelServices.audit>;
   branding: OrganizationBranding;
@@ -50,7 +49,7 @@ const linkSchema = z
 const GONE = 'no published dashboard at this link (it may have been revoked or have expired)';
 
 export function publishRoutes(deps: PublishRouteDeps) {
-  const { storage, store, links, cards, events, delegation, enablement, organizations, branding, pluginId, log } = deps;
+  const { storage, store, links, cards, events, delegation, enablement, branding, pluginId, log } = deps;
   const auditLog = deps.audit;
 
   /** The live link a token names, in an organization where dashboards are on, and its publisher's rights of now; else 404. */
@@ -190,8 +189,8 @@ export function publishRoutes(deps: PublishRouteDeps) {
       responses: { 200: { description: 'The page', content: { 'text/html': z.string() } }, 404: { description: 'No live link with this token' } },
       handler: async ({ params, query }) => {
         const { link, dashboard, drawn } = await pageCards(params.token, query);
-        const [brand, organization, logo] = await Promise.all([branding.get(link.org_id), organizations.get(link.org_id), branding.logo(link.org_id)]);
-        const html = renderPage(params.token, dashboard, drawn, brand, organization?.name ?? '', logo !== null, new Date().toISOString());
+        const [brand, logo] = await Promise.all([branding.get(link.org_id), branding.logo(link.org_id)]);
+        const html = renderPage(params.token, dashboard, drawn, brand, logo !== null, new Date().toISOString());
         return reply(200, html, { 'Content-Type': 'text/html; charset=utf-8', 'Content-Security-Policy': PAGE_CSP, 'Referrer-Policy': 'no-referrer', 'X-Robots-Tag': 'noindex', 'Cross-Origin-Opener-Policy': 'same-origin' });
       },
     }),

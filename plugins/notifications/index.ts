@@ -22,12 +22,11 @@ export default definePlugin({
     delegation: kernelServices.delegation,
     tokens: kernelServices.tokens,
     users: kernelServices.users,
-    organizations: kernelServices.organizations,
     mail: kernelServices.mail,
     config: kernelServices.config,
   },
   migrations: notificationsMigrations,
-  init: ({ storage, events, work, delegation, tokens, users, organizations, mail, config }, ctx) => {
+  init: ({ storage, events, work, delegation, tokens, users, mail, config }, ctx) => {
     const store = new NotificationStore(storage);
     const notifier = new Notifier(storage, store, work, delegation);
     const branding = ctx.useService(organizationBranding);
@@ -53,9 +52,7 @@ export default definePlugin({
         if (!notification || !user?.is_active || !user.email) return { sent: false };
         const orgId = notification.org_id ?? user.default_org_id;
         const brand = orgId === null ? null : await branding.get(orgId);
-        const organization = orgId === null ? undefined : await organizations.get(orgId);
-        const brandName = brand?.display_name ?? organization?.name ?? 'Data Platform';
-        await mail.send(notificationMail(user.email, notification, brand, brandName, config.PUBLIC_URL));
+        await mail.send(notificationMail(user.email, notification, brand, config.PUBLIC_URL));
         return { sent: true };
       },
       { payload: z.object({ notification_id: z.number().int() }), maxAttempts: 5, timeoutMs: 60_000 },

@@ -1,7 +1,6 @@
 import { escapeHtml, type MailMessage } from '../../kernel/plugin-api.ts';
-import type { Branding } from '../branding/public.ts';
+import type { ShownBranding } from '../branding/public.ts';
 import type { Notification } from './notification-store.ts';
-
 
 /**
  * A notification as an e-mail in the organization's branding (null: none): its display name in the subject and
@@ -9,10 +8,11 @@ import type { Notification } from './notification-store.ts';
  * HTML; every text is escaped (colours are hex by the branding's own check). `baseUrl` makes the
  * link absolute when the platform knows its public address.
  */
-export function notificationMail(to: string, notification: Notification, branding: Branding | null, brandName: string, baseUrl: string | undefined): MailMessage {
+export function notificationMail(to: string, notification: Notification, branding: ShownBranding | null, baseUrl: string | undefined): MailMessage {
+  // A user of no organization gets the platform's name, and the message without colours.
+  const brandName = branding?.shown_name || 'Data Platform';
   const link = notification.link ? `${baseUrl ?? ''}${notification.link}` : null;
   const footer = branding?.email_footer ?? brandName;
-  // A user of no organization gets the message without colours.
   const [primary, accent] = branding ? [branding.primary_color, branding.accent_color] : ['#333333', '#333333'];
   const text = [notification.title, '', notification.body, ...(link ? ['', link] : []), '', '-- ', footer, '', 'Choose what you are told, and how: /api/notifications/preferences'].join('\n');
   const html = `<!doctype html><html><body style="margin:0;font-family:Arial,sans-serif;color:#1d2433">
