@@ -92,6 +92,10 @@ export const settingsSchema = z.object({
   WEBHOOK_RETRY_BASE_MS: integer(10_000, 1),
   /** When the notifications look for tokens and data API keys about to expire (croner: 5 fields, or 6 with seconds). */
   NOTIFY_EXPIRY_CHECK_CRON: z.string().min(9).max(100).default('7 * * * *'),
+  /** How long an LLM provider may go without sending a byte (a whole answer, or the next piece of a stream) before the call fails. */
+  LLM_IDLE_TIMEOUT_MS: integer(120_000, 100),
+  /** How long a model call over its connection's rate limit waits for room before it is answered 429. */
+  LLM_RATE_LIMIT_WAIT_MS: integer(2_000, 0),
   /** Where rate-limit counters live; default: `database` on Postgres (instances share them), `memory` on SQLite. */
   RATE_LIMIT_STORE: z.enum(['memory', 'database']).optional(),
   CORS_ALLOWED_ORIGINS: list(),

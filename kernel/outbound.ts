@@ -2,6 +2,7 @@ import dns from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
+import { guardedFetch } from './outbound-fetch.ts';
 
 /** The target is in a private, loopback or link-local range and not listed in OUTBOUND_ALLOWED_HOSTS. */
 export class OutboundRefusedError extends Error {}
@@ -118,18 +119,31 @@ export class OutboundHttp {
     return url;
   }
 
+  /** The DNS lookup of every outbound connection: each address a name resolves to is checked as it is connected to. */
+  private readonly lookup: net.LookupFunction = (hostname, options, callback) => {
+    dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
+      if (err) return callback(lookupFailure(hostname, err), '', 0);
+      const list = addresses as dns.LookupAddress[];
+      const reason = list.map((a) => this.refusal(hostname, a.address)).find(Boolean);
+      if (reason) return callback(new OutboundRefusedError(reason), '', 0);
+      if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: dns.LookupAddress[]) => void)(null, list);
+      callback(null, list[0].address, list[0].family);
+    });
+  };
+
+  /**
+   * A WHATWG `fetch` behind the same guard, for clients that take one (the LLM providers' official
+   * SDKs): the target is checked as `request` checks it, every address as it is connected to. The
+   * answer streams (Server-Sent Events pass through as they arrive) and is cut at `maxBodyBytes`;
+   * the caller's AbortSignal ends the call, and `idleMs` without a byte from the peer fails it.
+   */
+  fetchWith(options: { maxBodyBytes: number; idleMs: number }): typeof fetch {
+    return (input, init) => guardedFetch(this.httpTarget(String(input instanceof Request ? input.url : input)), init ?? {}, this.lookup, options);
+  }
+
   async request(target: string, init: { method: string; headers?: Record<string, string>; body?: string }): Promise<OutboundResponse> {
     const url = this.httpTarget(target);
-    const lookup: net.LookupFunction = (hostname, options, callback) => {
-      dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
-        if (err) return callback(lookupFailure(hostname, err), '', 0);
-        const list = addresses as dns.LookupAddress[];
-        const reason = list.map((a) => this.refusal(hostname, a.address)).find(Boolean);
-        if (reason) return callback(new OutboundRefusedError(reason), '', 0);
-        if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: dns.LookupAddress[]) => void)(null, list);
-        callback(null, list[0].address, list[0].family);
-      });
-    };
+    const lookup = this.lookup;
     const client = url.protocol === 'https:' ? https : http;
     return new Promise<OutboundResponse>((resolveCall, rejectCall) => {
       // The limit covers the whole call: the socket's idle timeout alone lets a peer that answers

@@ -28,7 +28,7 @@ export class DatabaseRateLimitStore implements RateLimitStore {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async take(key: string, limit: number, windowMs: number): Promise<RateDecision> {
+  async take(key: string, limit: number, windowMs: number, cost = 1): Promise<RateDecision> {
     const now = this.now();
     if (now >= this.nextSweepAt) {
       this.nextSweepAt = now + SWEEP_INTERVAL_MS;
@@ -41,10 +41,10 @@ export class DatabaseRateLimitStore implements RateLimitStore {
     const refilled = sql`case when ${stored} + ${elapsed} * ${num(perMs)} >= ${num(limit)} then ${num(limit)} else ${stored} + ${elapsed} * ${num(perMs)} end`;
     const take = sql<{ tokens: number; granted: number }>`
       insert into ${sql.table(RATE_LIMIT_TABLE)} (key, tokens, granted, updated_at_ms, full_at_ms)
-      values (${key}, ${num(limit - 1)}, 1, ${num(now)}, ${num(now + windowMs)})
+      values (${key}, case when ${num(cost)} <= ${num(limit)} then ${num(limit - cost)} else ${num(limit)} end, case when ${num(cost)} <= ${num(limit)} then 1 else 0 end, ${num(now)}, ${num(now + windowMs)})
       on conflict (key) do update set
-        tokens = case when ${refilled} >= ${num(1)} then ${refilled} - ${num(1)} else ${refilled} end,
-        granted = case when ${refilled} >= ${num(1)} then 1 else 0 end,
+        tokens = case when ${refilled} >= ${num(cost)} then ${refilled} - ${num(cost)} else ${refilled} end,
+        granted = case when ${refilled} >= ${num(cost)} then 1 else 0 end,
         updated_at_ms = case when ${num(now)} > ${storedAt} then ${num(now)} else ${storedAt} end,
         full_at_ms = ${num(now + windowMs)}
       returning tokens, granted`;
@@ -56,7 +56,7 @@ export class DatabaseRateLimitStore implements RateLimitStore {
     });
     const { tokens, granted } = rows[0];
     if (Number(granted) === 1) return { allowed: true, retryAfterMs: 0 };
-    return { allowed: false, retryAfterMs: Math.ceil((1 - Number(tokens)) / perMs) };
+    return { allowed: false, retryAfterMs: Math.ceil((cost - Number(tokens)) / perMs) };
   }
 
   private async sweep(now: number): Promise<void> {

@@ -9,8 +9,8 @@ export interface RateDecision {
  * limits need a store backed by the shared database or a cache, behind this same interface.
  */
 export interface RateLimitStore {
-  /** Takes one request from `key`'s budget of `limit` per `windowMs`. */
-  take(key: string, limit: number, windowMs: number): Promise<RateDecision>;
+  /** Takes `cost` (one request, or a number of units such as tokens) from `key`'s budget of `limit` per `windowMs`. */
+  take(key: string, limit: number, windowMs: number, cost?: number): Promise<RateDecision>;
 }
 
 interface Bucket {
@@ -30,7 +30,7 @@ export class MemoryRateLimitStore implements RateLimitStore {
 
   constructor(private readonly now: () => number = () => performance.now()) {}
 
-  async take(key: string, limit: number, windowMs: number): Promise<RateDecision> {
+  async take(key: string, limit: number, windowMs: number, cost = 1): Promise<RateDecision> {
     const now = this.now();
     const refillPerMs = limit / windowMs;
     const bucket = this.buckets.get(key) ?? { tokens: limit, updatedAt: now };
@@ -38,11 +38,11 @@ export class MemoryRateLimitStore implements RateLimitStore {
     bucket.updatedAt = now;
     this.buckets.set(key, bucket);
     if (++this.operations % SWEEP_EVERY === 0) this.sweep(now, windowMs);
-    if (bucket.tokens >= 1) {
-      bucket.tokens -= 1;
+    if (bucket.tokens >= cost) {
+      bucket.tokens -= cost;
       return { allowed: true, retryAfterMs: 0 };
     }
-    return { allowed: false, retryAfterMs: Math.ceil((1 - bucket.tokens) / refillPerMs) };
+    return { allowed: false, retryAfterMs: Math.ceil((cost - bucket.tokens) / refillPerMs) };
   }
 
   private sweep(now: number, windowMs: number) {

@@ -1,7 +1,7 @@
 import type { Principal } from '../auth/principal.ts';
 import { principalKey } from '../auth/principal.ts';
 import { problems } from '../problem.ts';
-import type { RateLimitStore } from './rate-limit-store.ts';
+import type { RateDecision, RateLimitStore } from './rate-limit-store.ts';
 
 /** A named allowance: `limit` requests per `windowMs`, refilled evenly. */
 export interface RateBudget {
@@ -11,6 +11,8 @@ export interface RateBudget {
   windowMs: number;
   /** The 429's detail when the budget is spent; a generic sentence otherwise. */
   detail?: string;
+  /** What this take spends (default one request): a budget of tokens spends a call's tokens. */
+  cost?: number;
 }
 
 /**
@@ -28,9 +30,14 @@ export class RateLimits {
 
   /** As `take`, for a budget named by a key of the caller's choosing (a token, an address). */
   async takeKey(key: string, budget: RateBudget): Promise<void> {
-    const decision = await this.store.take(key, budget.limit, budget.windowMs);
+    const decision = await this.decide(key, budget);
     if (!decision.allowed) {
       throw problems.tooManyRequests(budget.detail ?? `more than ${budget.limit} requests in ${budget.windowMs / 1000} s; retry later`, Math.max(1, Math.ceil(decision.retryAfterMs / 1000)));
     }
+  }
+
+  /** Spends from the budget named `key` if it holds enough, else says how long until it would: for a caller that may wait a little before refusing. */
+  decide(key: string, budget: RateBudget): Promise<RateDecision> {
+    return this.store.take(key, budget.limit, budget.windowMs, budget.cost);
   }
 }

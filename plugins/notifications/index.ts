@@ -22,11 +22,12 @@ export default definePlugin({
     delegation: kernelServices.delegation,
     tokens: kernelServices.tokens,
     users: kernelServices.users,
+    organizations: kernelServices.organizations,
     mail: kernelServices.mail,
     config: kernelServices.config,
   },
   migrations: notificationsMigrations,
-  init: ({ storage, events, work, delegation, tokens, users, mail, config }, ctx) => {
+  init: ({ storage, events, work, delegation, tokens, users, organizations, mail, config }, ctx) => {
     const store = new NotificationStore(storage);
     const notifier = new Notifier(storage, store, work, delegation);
     const branding = ctx.useService(organizationBranding);
@@ -35,7 +36,8 @@ export default definePlugin({
     events.subscribe('sources', {
       types: SOURCE_EVENTS,
       handle: async (event) => {
-        for (const notification of notificationsOf(event)) await notifier.notify(notification);
+        const admins = async (orgId: number) => (await organizations.members(orgId)).filter((m) => m.role === 'admin').map((m) => m.user_id);
+        for (const notification of await notificationsOf(event, admins)) await notifier.notify(notification);
       },
     });
 

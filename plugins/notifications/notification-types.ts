@@ -8,6 +8,7 @@ export const NOTIFICATION_TYPES: Record<string, { description: string; in_app: b
   'token.revoked': { description: 'An administrator revoked a personal access token of yours', in_app: true, email: true },
   'api_key.expiring': { description: 'A data API key you minted expires within 7 days, then within 1 day', in_app: true, email: true },
   'dashboard.published': { description: 'A dashboard you created was published as a share link', in_app: true, email: false },
+  'llm.quota.alert': { description: 'An LLM cost quota of an organization you administer crossed one of its alert thresholds', in_app: true, email: true },
 };
 
 export type NotificationType = keyof typeof NOTIFICATION_TYPES;

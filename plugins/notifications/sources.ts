@@ -2,14 +2,18 @@ import type { PlatformEvent, SecurityEventPayload } from '../../kernel/plugin-ap
 import type { DashboardPublishedEvent } from '../dashboards/public.ts';
 import type { QualityRuleFailedEvent } from '../data_quality_rules/public.ts';
 import type { SchemaDriftDetectedEvent } from '../datasets/public.ts';
+import type { QuotaAlertEvent } from '../llm_mesh/public.ts';
 import type { RunFinishedEvent } from '../pipeline/public.ts';
 import type { NewNotification } from './notification-store.ts';
 
 /** The domain events notifications are made of. */
-export const SOURCE_EVENTS = ['run.finished', 'schema.drift.detected', 'quality.rule.failed', 'audit.security_event', 'dashboard.published'];
+export const SOURCE_EVENTS = ['run.finished', 'schema.drift.detected', 'quality.rule.failed', 'audit.security_event', 'dashboard.published', 'llm_mesh.quota.alert'];
 
-/** The notifications one domain event makes (none for most: a run that succeeded, a drift that is only additive). */
-export function notificationsOf(event: PlatformEvent): NewNotification[] {
+/**
+ * The notifications one domain event makes (none for most: a run that succeeded, a drift that is
+ * only additive); `admins` answers who administers an organization, for events told to them.
+ */
+export async function notificationsOf(event: PlatformEvent, admins: (orgId: number) => Promise<number[]>): Promise<NewNotification[]> {
   const orgId = event.org_id;
   switch (event.type) {
     case 'run.finished': {
@@ -51,6 +55,21 @@ export function notificationsOf(event: PlatformEvent): NewNotification[] {
       const published = event.payload as DashboardPublishedEvent;
       if (published.created_by === null) return [];
       return [{ user_id: published.created_by, org_id: orgId, type: 'dashboard.published', title: `Dashboard "${published.name}" was published`, body: `A share link was made; it expires at ${published.expires_at}.`, link: `/api/dashboards/${published.dashboard_id}/publish`, source_key: `dashboard-link:${published.link_id}` }];
+    }
+    case 'llm_mesh.quota.alert': {
+      const alert = event.payload as QuotaAlertEvent;
+      if (orgId === null) return [];
+      const share = Math.round(alert.threshold * 100);
+      const scope = alert.scope === 'organization' ? 'the organization' : `${alert.scope} ${alert.scope_id}`;
+      return (await admins(orgId)).map((userId) => ({
+        user_id: userId,
+        org_id: orgId,
+        type: 'llm.quota.alert',
+        title: `LLM quota ${alert.quota_id} has reached ${share}% of ${alert.amount_usd} USD`,
+        body: `Calls of ${scope} have cost ${alert.spent_usd} USD since ${alert.period_start}.`,
+        link: '/api/llm-mesh/quotas',
+        source_key: `llm-quota:${alert.quota_id}:${alert.period_start}:${alert.threshold}`,
+      }));
     }
     default:
       return [];

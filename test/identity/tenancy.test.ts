@@ -45,6 +45,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     card: `alpha-card-${tag}`,
     cardText: `alpha-card-text-${tag}`,
     webhook: `alpha-webhook-${tag}`,
+    llmConnection: `alpha-llm-${tag}`,
+    llmKey: `alpha-llm-key-${tag}`,
   };
 
   const orgA = 1;
@@ -87,6 +89,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
   let linkA: number;
   /** A's webhook subscription (to an event the suite never causes) and its ping's delivery. */
   let webhookA: number;
+  let llmConnectionA: number;
+  let llmQuotaA: number;
   let deliveryA: number;
   /** A loopback peer behind A's connector: counts the calls reaching A's webhook. */
   let hook: { url: string; calls: string[]; close: () => Promise<void> };
@@ -238,6 +242,13 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const ping = await t.request('POST', `/api/webhooks/${webhookA}/ping`, asA);
     expect(ping.body.status, ping.text).toBe('succeeded');
     deliveryA = ping.body.id;
+    // A's LLM connection (its key a marker) and a quota on it.
+    const llm = await t.request('POST', '/api/llm-mesh/connections', { ...asA, body: { name: markers.llmConnection, provider: 'openai_compatible', config: { base_url: `${hook.url}/alpha-llm/v1`, api_key: markers.llmKey, default_model: 'm' } } });
+    expect(llm.status, llm.text).toBe(201);
+    llmConnectionA = llm.body.id;
+    const quota = await t.request('POST', '/api/llm-mesh/quotas', { ...asA, body: { scope: 'connection', scope_id: llmConnectionA, amount_usd: 10, period: 'month' } });
+    expect(quota.status, quota.text).toBe(201);
+    llmQuotaA = quota.body.id;
 
     // A cached profile of A's dataset, whose top values are A's rows.
     const profile = await t.request('GET', `/api/statistics/datasets/${datasetA}`, asA);
@@ -325,6 +336,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     if (m.path.startsWith('/api/registry/models/')) return modelA;
     if (m.path.startsWith('/api/dashboards/')) return dashboardA;
     if (m.path.startsWith('/api/webhooks/')) return webhookA;
+    if (m.path.startsWith('/api/llm-mesh/connections/')) return llmConnectionA;
+    if (m.path.startsWith('/api/llm-mesh/quotas/')) return llmQuotaA;
     return undefined;
   }
 
@@ -420,6 +433,11 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'POST /api/dashboards/{id}/publish': {},
       'POST /api/webhooks': { event_type: 'dataset.updated', target_url: `${hook.url}/beta`, secret: `sweep-secret-${tag}` },
       'PATCH /api/webhooks/{id}': { target_url: `${hook.url}/stolen`, secret: `sweep-secret-${tag}` },
+      'POST /api/llm-mesh/connections': { name: `sweep-${tag}`, provider: 'openai_compatible', config: { base_url: `${hook.url}/beta/v1` } },
+      'PATCH /api/llm-mesh/connections/{id}': { config: { base_url: `${hook.url}/stolen/v1` } },
+      'POST /api/llm-mesh/completions': { connection_id: llmConnectionA, messages: [{ role: 'user', content: `sweep-${tag}` }] },
+      'POST /api/llm-mesh/embeddings': { connection_id: llmConnectionA, input: [`sweep-${tag}`] },
+      'POST /api/llm-mesh/quotas': { scope: 'connection', scope_id: llmConnectionA, amount_usd: 1, period: 'month' },
     };
     if (!(key in bodies)) throw new Error(`no body for ${key}: give the sweep one the route accepts`);
     return bodies[key];
@@ -455,7 +473,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
    * in A's project (422: the project is not in B), a rule on A's dataset (404), SQL over A's
    * dataset by name (400: no such dataset in B).
    */
-  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422, 'POST /api/scheduler/schedules': 422, 'POST /api/pipeline/scenarios': 422, 'POST /api/dbt/imports': 422, 'POST /api/publishing/api-services': 422, 'POST /api/registry/models': 422, 'POST /api/registry/imported-models': 422, 'POST /api/dashboards': 422 };
+  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422, 'POST /api/scheduler/schedules': 422, 'POST /api/pipeline/scenarios': 422, 'POST /api/dbt/imports': 422, 'POST /api/publishing/api-services': 422, 'POST /api/registry/models': 422, 'POST /api/registry/imported-models': 422, 'POST /api/dashboards': 422, 'POST /api/llm-mesh/completions': 404, 'POST /api/llm-mesh/embeddings': 404, 'POST /api/llm-mesh/quotas': 400 };
 
   /** Everything A owns, read straight from the database: the sweep must leave it untouched. */
   async function snapshotA() {
@@ -502,8 +520,11 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const webhooks = await db.selectFrom('webhooks').select(['id', 'event_type', 'target_url', 'secret_sealed', 'description', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const deliveries = await db.selectFrom('webhooks_deliveries').select(['id', 'status', 'attempts', 'deadline_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const cards = await db.selectFrom('dashboards_cards').select(['id', 'dashboard_id', 'type', 'title', 'config', 'layout', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const llmConnections = await db.selectFrom('llm_mesh_connections').select(['id', 'name', 'config', 'api_key_sealed', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const llmQuotas = await db.selectFrom('llm_mesh_quotas').select(['id', 'amount_usd', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const llmCalls = await db.selectFrom('llm_mesh_calls').select('id').where('org_id', '=', orgA).execute();
     const pluginSwitches = await db.selectFrom('plugin_organizations').select(['plugin_id', 'enabled', 'updated_at']).where('org_id', '=', orgA).orderBy('plugin_id').execute();
-    return { webhooks, deliveries, dashboards, cards, links, branding, pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules, scenarios, dbtImports, models, modelVersions, services, dataKeys };
+    return { llmConnections, llmQuotas, llmCalls, webhooks, deliveries, dashboards, cards, links, branding, pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules, scenarios, dbtImports, models, modelVersions, services, dataKeys };
   }
 
   /** A's data plane is really there, so an unchanged snapshot means something. */
@@ -537,6 +558,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     expect(snapshot.links.map((l) => [l.id, l.revoked_at])).toEqual([[linkA, null]]);
     expect(snapshot.webhooks.map((w) => [w.id, w.description])).toEqual([[webhookA, markers.webhook]]);
     expect(snapshot.deliveries.map((d) => [d.id, d.status])).toEqual([[deliveryA, 'succeeded']]);
+    expect(snapshot.llmConnections.map((c) => [c.id, c.name])).toEqual([[llmConnectionA, markers.llmConnection]]);
+    expect(snapshot.llmQuotas.map((q) => q.id)).toEqual([llmQuotaA]);
+    expect(snapshot.llmCalls).toEqual([]);
   }
 
   it('the registry marks the groups, audit and token-governance routes org-scoped (the sweep is not vacuous)', () => {
@@ -651,6 +675,20 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
         'POST /api/webhooks/{id}/ping',
         'GET /api/webhooks/{id}/deliveries',
         'POST /api/webhooks/{id}/deliveries/{delivery_id}/redeliver',
+        'GET /api/llm-mesh/providers',
+        'POST /api/llm-mesh/connections',
+        'GET /api/llm-mesh/connections',
+        'GET /api/llm-mesh/connections/{id}',
+        'PATCH /api/llm-mesh/connections/{id}',
+        'DELETE /api/llm-mesh/connections/{id}',
+        'POST /api/llm-mesh/connections/{id}/test',
+        'POST /api/llm-mesh/completions',
+        'POST /api/llm-mesh/embeddings',
+        'POST /api/llm-mesh/quotas',
+        'GET /api/llm-mesh/quotas',
+        'DELETE /api/llm-mesh/quotas/{id}',
+        'GET /api/llm-mesh/usage',
+        'GET /api/llm-mesh/calls',
       ]),
     );
   });

@@ -89,7 +89,7 @@ describe.each(DIALECTS)('notifications (%s)', (dialect) => {
   it('keeps per-type preferences; e-mails come through the mailer in the organization\u2019s branding', async () => {
     const defaults = await t.request('GET', '/api/notifications/preferences', { token: other.token });
     expect(defaults.body.items.find((p: { type: string }) => p.type === 'run.failed')).toMatchObject({ in_app: true, email: false });
-    expect(defaults.body.items.map((p: { type: string }) => p.type)).toEqual(['run.failed', 'scenario.failed', 'schema.drift.breaking', 'quality.rule.failed', 'token.expiring', 'token.revoked', 'api_key.expiring', 'dashboard.published']);
+    expect(defaults.body.items.map((p: { type: string }) => p.type)).toEqual(['run.failed', 'scenario.failed', 'schema.drift.breaking', 'quality.rule.failed', 'token.expiring', 'token.revoked', 'api_key.expiring', 'dashboard.published', 'llm.quota.alert']);
     const chosen = await t.request('PUT', '/api/notifications/preferences', { token: other.token, body: { items: [{ type: 'run.failed', in_app: false, email: true }] } });
     expect(chosen.status, chosen.text).toBe(200);
     expect(chosen.body.items.find((p: { type: string }) => p.type === 'run.failed')).toMatchObject({ in_app: false, email: true });
