@@ -57,6 +57,8 @@ export const settingsSchema = z.object({
   DBT_MANIFEST_LIMIT: z.string().regex(/^\d+(b|kb|mb|gb)$/i, 'must be a size such as 50mb or 512kb').default('50mb'),
   /** Largest ONNX model one import may send (`POST /api/registry/models/{id}/versions`): it is held in memory to load it. */
   REGISTRY_ONNX_LIMIT: z.string().regex(/^\d+(b|kb|mb|gb)$/i, 'must be a size such as 100mb or 512kb').default('100mb'),
+  /** The largest document a knowledge upload takes. */
+  KNOWLEDGE_UPLOAD_LIMIT: z.string().regex(/^\d+(b|kb|mb|gb)$/i, 'must be a size such as 20mb or 512kb').default('20mb'),
   /** Largest field of an uploaded CSV, checked while it streams (the parser holds a whole record in memory). */
   CSV_MAX_FIELD_BYTES: integer(1024 * 1024, 1),
   CSV_MAX_RECORD_BYTES: integer(4 * 1024 * 1024, 1),
@@ -96,6 +98,8 @@ export const settingsSchema = z.object({
   LLM_IDLE_TIMEOUT_MS: integer(120_000, 100),
   /** How long a model call over its connection's rate limit waits for room before it is answered 429. */
   LLM_RATE_LIMIT_WAIT_MS: integer(2_000, 0),
+  /** How many rounds of tool calls one chat message may take before the model must answer in words. */
+  CHAT_MAX_TOOL_STEPS: integer(5, 0),
   /** Where rate-limit counters live; default: `database` on Postgres (instances share them), `memory` on SQLite. */
   RATE_LIMIT_STORE: z.enum(['memory', 'database']).optional(),
   CORS_ALLOWED_ORIGINS: list(),

@@ -301,3 +301,4 @@ export { RELEASE } from './release.ts';
 export { SECURITY_EVENT, type SecurityEventPayload } from './audit/security-events.ts';
 export type { MailMessage } from './mail/mailer.ts';
 export { escapeHtml } from './html.ts';
+export { readFormFile, type FormFile } from './http/form-file.ts';

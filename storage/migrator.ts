@@ -6,7 +6,7 @@ const TABLE = 'kernel_migrations';
 /** What a migration may use: the transaction it runs in and the portable column vocabulary. */
 export interface MigrationContext {
   db: Kysely<any>;
-  storage: Pick<Storage, 'types' | 'addIdColumn' | 'encodeJson' | 'now' | 'guardAppendOnly' | 'unguardAppendOnly' | 'trackChanges' | 'untrackChanges'>;
+  storage: Pick<Storage, 'types' | 'addIdColumn' | 'encodeJson' | 'now' | 'guardAppendOnly' | 'unguardAppendOnly' | 'trackChanges' | 'untrackChanges' | 'fullText'>;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { postgresFullText } from './text-search.ts';
 import pg from 'pg';
 import { Kysely, PostgresDialect, sql, type CreateTableBuilder } from 'kysely';
 import { changeEvents, checkCounterName, CREATE_COUNTERS_TABLE, isLastCounterGone } from './change-counters.ts';
@@ -162,6 +163,7 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
     runReadOnly: (query) => governed.run(query),
     writeGoverned: (write) => governed.write(write),
     describeGoverned: (query) => governed.describe(query),
+    fullText: postgresFullText(db),
     // A date minus a date is a number of days, not an interval: both are read as timestamptz first.
     secondsBetweenSql: (earlier, later) => `cast(extract(epoch from (cast(${later} as timestamptz) - cast(${earlier} as timestamptz))) as double precision)`,
     governedSqlRoleStatements: (orgIds) => governed.roleStatements(orgIds),

@@ -1,3 +1,4 @@
+import { sqliteFullText } from './text-search.ts';
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -154,6 +155,7 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
     runReadOnly: (query) => withFile(() => governed.run(query)),
     writeGoverned: (write) => withFile(() => governed.write(write)),
     describeGoverned: (query) => withFile(() => governed.describe(query)),
+    fullText: sqliteFullText(db),
     // Dates and timestamps are ISO 8601 text; julianday reads both (a trailing Z included).
     secondsBetweenSql: (earlier, later) => `((julianday(${later}) - julianday(${earlier})) * 86400.0)`,
     // Governed SQL needs no role on SQLite: its compiled statements are checked.

@@ -4,6 +4,7 @@ import type { ColumnBlock, LongReadOptions } from './long-reads.ts';
 import type { DataColumn } from './data-tables.ts';
 import type { GovernedDescribe, GovernedWrite, ReadOnlyQuery, ReadOnlyResult } from './read-only-query.ts';
 import type { GovernedSelect } from './select-statement.ts';
+import type { FullTextSearch } from './text-search.ts';
 
 export interface StorageOptions {
   /** Key from which the adapter derives credentials it keeps (the passwords of governed SQL's roles). */
@@ -168,6 +169,8 @@ export interface Storage {
    * statement a plugin writes for governed SQL needs where the dialects differ.
    */
   secondsBetweenSql(earlier: string, later: string): string;
+  /** Full-text search over a text column of a plugin's table, with the database's own engine (FTS5 and BM25; tsvector and ts_rank_cd). */
+  readonly fullText: FullTextSearch;
   /**
    * The statements an administrator runs so that governed SQL works where the platform's database
    * user may not create its roles (Postgres without CREATEROLE): one per organization. None on SQLite.

@@ -14,7 +14,7 @@ import {
 } from '../../kernel/plugin-api.ts';
 import { ConnectorStore, SECRET_MASK, type ConnectorRow } from './connector-store.ts';
 import { connectorMigrations } from './migrations.ts';
-import { connectorActions, connectorTypes, type ConnectorActions, type ConnectorType } from './public.ts';
+import { connectorActions, connectorTypes, REMOTE_CALL_FAILED, type ConnectorActions, type ConnectorType } from './public.ts';
 
 const connectorSchema = z
   .object({
@@ -114,8 +114,11 @@ export default definePlugin({
         }
         const failed = result.status !== undefined && result.status >= 400;
         await audit.record({ action: 'connector.action', outcome: failed ? 'failure' : 'success', targetType: 'connector', targetId: row.id, details: { action: name, remote_status: result.status ?? null } });
-        if (failed) throw new HttpProblem(result.status!, `the ${type.type} peer answered ${result.status}`, { title: 'Remote call failed' });
+        if (failed) throw new HttpProblem(result.status!, `the ${type.type} peer answered ${result.status}`, { title: REMOTE_CALL_FAILED });
         return result;
+      },
+      async ofType(orgId, type) {
+        return (await store.list(orgId)).filter((row) => row.type === type).map((row) => ({ id: row.id, name: row.name }));
       },
     };
     ctx.provideService(connectorActions, actions);

@@ -2,6 +2,9 @@
 import { z, type ZodObject, type ZodType } from 'zod';
 import { defineExtensionPoint, pluginServiceRef, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
 
+/** The title of the problem an action answers when its peer answered an error (its status is the peer's). */
+export const REMOTE_CALL_FAILED = 'Remote call failed';
+
 /** What an action answers: the body for the caller, and the receiver's status when it failed. */
 export interface ActionResult {
   body: unknown;
@@ -70,6 +73,8 @@ export interface ConnectorActions {
    * peer that cannot be reached, and the peer's own status (400 and above) when it answered an error.
    */
   run(orgId: number, connectorId: number, action: string, args: unknown, principal: Principal, audit: RequestAudit, location?: string): Promise<ActionResult>;
+  /** The organization's connectors of a type (an agent tool looks for its workflow or its messaging provider), oldest first. */
+  ofType(orgId: number, type: string): Promise<{ id: number; name: string }[]>;
 }
 
 export const connectorActions = pluginServiceRef<ConnectorActions>('connectors.actions');

@@ -99,9 +99,14 @@ export class ConnectionStore {
   }
 
   async get(orgId: number, id: number): Promise<ConnectionRecord> {
+    const record = await this.find(orgId, id);
+    if (!record) throw notFound(id);
+    return record;
+  }
+
+  async find(orgId: number, id: number): Promise<ConnectionRecord | null> {
     const row = (await this.storage.db.selectFrom('llm_mesh_connections').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()) as Row | undefined;
-    if (!row) throw notFound(id);
-    return recordOf(row);
+    return row ? recordOf(row) : null;
   }
 
   async update(orgId: number, id: number, input: ConnectionWrite): Promise<ConnectionRecord> {

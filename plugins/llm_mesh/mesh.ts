@@ -163,6 +163,11 @@ export class Mesh implements LlmMesh {
     return { ...embeddings, cost_usd: cost };
   }
 
+  async connection(orgId: number, id: number) {
+    const record = await this.deps.connections.find(orgId, id);
+    return record && { id: record.id, name: record.name, provider: record.provider, models: record.config.models, default_model: record.config.default_model };
+  }
+
   /** The connection, its provider as offered in the organization, the model, the quotas: all checked before anything is sent. */
   private async prepare(caller: MeshCaller, connectionId: number, requested: string | undefined, operation: CallTrace['operation']): Promise<Prepared> {
     const record = await this.deps.connections.get(caller.orgId, connectionId);

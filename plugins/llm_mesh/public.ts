@@ -157,6 +157,8 @@ export interface LlmMesh {
   complete(caller: MeshCaller, request: MeshCompletionRequest): Promise<MeshCompletion>;
   stream(caller: MeshCaller, request: MeshCompletionRequest): Promise<AsyncIterable<MeshChunk>>;
   embed(caller: MeshCaller, request: Omit<EmbeddingRequest, 'model'> & { connection_id: number; model?: string }): Promise<Embeddings & { cost_usd: number }>;
+  /** The organization's connection (to check a reference to it), or null: never its key. */
+  connection(orgId: number, id: number): Promise<{ id: number; name: string; provider: string; models: string[]; default_model: string | null } | null>;
 }
 
 export const llmMesh = pluginServiceRef<LlmMesh>('llm_mesh.mesh');

@@ -177,6 +177,7 @@ export function meshRoutes({ connections, providers, mesh, calls, quotas, projec
       method: 'get',
       path: '/connections/{id}',
       summary: 'Get an LLM connection',
+      description: 'Its config (the API key shown as ********), guardrails, rate limits and whether it logs prompts.',
       request: { params: idParams },
       responses: { 200: { description: 'The connection', schema: connectionSchema } },
       handler: async ({ params, orgId }) => answerOf(await connections.get(orgId, params.id)),
@@ -310,6 +311,7 @@ export function meshRoutes({ connections, providers, mesh, calls, quotas, projec
       method: 'delete',
       path: '/quotas/{id}',
       summary: 'Delete a cost quota',
+      description: 'The calls it counted stay in the traces and usage; its alerts sent stay sent.',
       request: { params: idParams },
       responses: { 204: { description: 'Deleted' } },
       handler: async ({ params, orgId, audit }) => {

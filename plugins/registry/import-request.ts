@@ -1,6 +1,5 @@
-import busboy from 'busboy';
 import type { Context } from 'koa';
-import { fieldErrorsOf, HttpProblem, identitySchemas as s, problems, z } from '../../kernel/plugin-api.ts';
+import { fieldErrorsOf, HttpProblem, identitySchemas as s, problems, readFormFile, z } from '../../kernel/plugin-api.ts';
 import { TASKS } from './algorithms.ts';
 import type { Feature } from './encoding.ts';
 import type { OnnxOutput } from './onnx-model.ts';
@@ -45,43 +44,13 @@ function declared<T>(schema: z.ZodType<T>, text: string | undefined, field: stri
 
 /**
  * Reads the import form (the file `file`, the fields `features` and `output` as JSON), holding at
- * most `limitBytes` of the file (a 413 past it, the rest of the body read and dropped so the answer
- * reaches the client).
+ * most `limitBytes` of the file (a 413 past it).
  */
-export function readImportForm(ctx: Context, limitBytes: number, limitText: string): Promise<ImportRequest> {
-  if (!ctx.is('multipart/form-data')) return Promise.reject(new HttpProblem(415, 'an import is a multipart/form-data form (file, features, output)'));
-  return new Promise((resolve, reject) => {
-    let form: busboy.Busboy;
-    try {
-      form = busboy({ headers: ctx.req.headers, limits: { files: 1, fields: 10, fileSize: limitBytes } });
-    } catch (err) {
-      return reject(problems.badRequest(`malformed multipart body: ${(err as Error).message}`, [{ path: 'body', message: 'malformed' }]));
-    }
-    const fields: Record<string, string> = {};
-    let file: Buffer[] | null = null;
-    let failure: Error | null = null;
-    form.on('field', (field, value) => (fields[field] = value));
-    form.on('file', (field, stream) => {
-      stream.on('error', () => undefined);
-      if (field !== 'file') return stream.resume();
-      const chunks: Buffer[] = (file = []);
-      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
-      stream.on('limit', () => (failure ??= tooLarge(limitText)));
-    });
-    form.on('error', (err) => reject(problems.badRequest(`malformed multipart body: ${(err as Error).message}`, [{ path: 'body', message: 'malformed' }])));
-    form.on('close', () => {
-      if (failure) return reject(failure);
-      try {
-        if (!file) throw problems.badRequest('the form has no file named "file"', [{ path: 'body.file', message: 'required' }]);
-        const features = declared(declaredFeatures, fields.features, 'features');
-        features.forEach((f, i) => {
-          if (features.findIndex((g) => g.name === f.name) !== i) throw problems.badRequest(`feature ${f.name} is declared twice`, [{ path: `body.features.${i}.name`, message: 'declared twice' }]);
-        });
-        resolve({ file: Buffer.concat(file), features, output: declared(declaredOutput, fields.output, 'output') });
-      } catch (err) {
-        reject(err);
-      }
-    });
-    ctx.req.pipe(form);
+export async function readImportForm(ctx: Context, limitBytes: number, limitText: string): Promise<ImportRequest> {
+  const form = await readFormFile(ctx, { field: 'file', limitBytes, tooLarge: () => tooLarge(limitText), what: 'an import (file, features, output)' });
+  const features = declared(declaredFeatures, form.fields.features, 'features');
+  features.forEach((f, i) => {
+    if (features.findIndex((g) => g.name === f.name) !== i) throw problems.badRequest(`feature ${f.name} is declared twice`, [{ path: `body.features.${i}.name`, message: 'declared twice' }]);
   });
+  return { file: form.file, features, output: declared(declaredOutput, form.fields.output, 'output') };
 }

@@ -1,27 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DIALECTS, startTestKernel, until, type TestKernel, type TestResponse } from '../harness/index.ts';
+import { DIALECTS, startTestKernel, until, type TestKernel } from '../harness/index.ts';
 import { startAnthropicServer, startOpenAiServer, type LlmServer } from '../harness/llm-servers.ts';
+import { expectProblem, sseEvents } from '../harness/answers.ts';
 
 const OPENAI_KEY = 'sk-test-0123456789-never-shown';
 const ANTHROPIC_KEY = 'sk-ant-test-9876543210-never-shown';
-
-function expectProblem(res: TestResponse, status: number, path?: string) {
-  expect(res.status, res.text).toBe(status);
-  expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-  if (path) expect(res.body.errors.map((e: { path: string }) => e.path)).toContain(path);
-}
-
-/** The events of a Server-Sent Events body: [{event, data}]. */
-function sseEvents(text: string): { event: string; data: any }[] {
-  return text
-    .split('\n\n')
-    .filter((block) => block.trim())
-    .map((block) => {
-      const event = /^event: (.*)$/m.exec(block)?.[1] ?? 'message';
-      const data = /^data: (.*)$/m.exec(block)?.[1] ?? '';
-      return { event, data: JSON.parse(data) };
-    });
-}
 
 const user = (content: string) => [{ role: 'user', content }];
 

@@ -1,18 +1,13 @@
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DIALECTS, startTestKernel, type TestKernel, type TestResponse } from '../harness/index.ts';
+import { DIALECTS, startTestKernel, type TestKernel } from '../harness/index.ts';
+import { expectProblem } from '../harness/answers.ts';
 
 /** A 1×1 PNG and a minimal JPEG: real images, recognized by their signatures. */
 const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==', 'base64');
 const JPEG = Buffer.from('/9j/4AAQSkZJRgABAQEASABIAAD/2wBDAP//////////////////////////////////////////////////////////////////////////////////////wgALCAABAAEBAREA/8QAFBABAAAAAAAAAAAAAAAAAAAAAP/aAAgBAQABPxA=', 'base64');
 const SVG_NS = 'http://www.w3.org/2000/svg';
 const sha256 = (data: Buffer) => crypto.createHash('sha256').update(data).digest('hex');
-
-function expectProblem(res: TestResponse, status: number, path?: string) {
-  expect(res.status, res.text).toBe(status);
-  expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-  if (path) expect(res.body.errors.map((e: { path: string }) => e.path)).toContain(path);
-}
 
 /** Issue 18, "Branding": per organization, through HTTP on both adapters. */
 describe.each(DIALECTS)('branding (%s)', (dialect) => {

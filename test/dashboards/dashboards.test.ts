@@ -1,11 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DIALECTS, startTestKernel, type TestKernel, type TestResponse } from '../harness/index.ts';
-
-function expectProblem(res: TestResponse, status: number, path?: string) {
-  expect(res.status, res.text).toBe(status);
-  expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-  if (path) expect(res.body.errors.map((e: { path: string }) => e.path)).toContain(path);
-}
+import { DIALECTS, startTestKernel, type TestKernel } from '../harness/index.ts';
+import { expectProblem } from '../harness/answers.ts';
 
 /**
  * An event log whose directly-follows graph is known by hand (times in minutes after 09:00):

@@ -100,7 +100,7 @@ describe.each(DIALECTS)("the README's dashboards, webhooks and notifications wal
     expect((await post('/api/notifications/1/read')).body.read_at).toEqual(expect.any(String));
     expect((await post('/api/notifications/read-all')).body).toEqual({ updated: 1 });
     expect((await t.request('DELETE', '/api/notifications/1')).status).toBe(204);
-    expect((await t.request('GET', '/api/notifications/preferences')).body.items).toHaveLength(8);
+    expect((await t.request('GET', '/api/notifications/preferences')).body.items).toHaveLength(9);
     expect((await t.request('PUT', '/api/notifications/preferences', { body: { items: [{ type: 'run.failed', in_app: true, email: true }] } })).status).toBe(200);
 
     expect((await t.request('DELETE', '/api/dashboards/1/publish/1')).status).toBe(204);

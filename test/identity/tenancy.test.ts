@@ -5,6 +5,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS } from '../harness/dialects.ts';
 import { startTestKernel, until, type TestKernel } from '../harness/index.ts';
+import { formWith } from '../harness/documents.ts';
 import type { MountedRoute } from '../../kernel/registry/generation.ts';
 
 /**
@@ -47,6 +48,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     webhook: `alpha-webhook-${tag}`,
     llmConnection: `alpha-llm-${tag}`,
     llmKey: `alpha-llm-key-${tag}`,
+    conversation: `alpha-conversation-${tag}`,
+    document: `alpha-document-${tag}`,
+    knowledgeBase: `alpha-kb-${tag}`,
   };
 
   const orgA = 1;
@@ -91,6 +95,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
   let webhookA: number;
   let llmConnectionA: number;
   let llmQuotaA: number;
+  let conversationA: number;
+  let documentA: number;
+  let knowledgeBaseA: number;
   let deliveryA: number;
   /** A loopback peer behind A's connector: counts the calls reaching A's webhook. */
   let hook: { url: string; calls: string[]; close: () => Promise<void> };
@@ -249,6 +256,17 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const quota = await t.request('POST', '/api/llm-mesh/quotas', { ...asA, body: { scope: 'connection', scope_id: llmConnectionA, amount_usd: 10, period: 'month' } });
     expect(quota.status, quota.text).toBe(201);
     llmQuotaA = quota.body.id;
+    const conversation = await t.request('POST', '/api/chat/conversations', { ...asA, body: { title: markers.conversation, connection_id: llmConnectionA, system_prompt: markers.conversation } });
+    expect(conversation.status, conversation.text).toBe(201);
+    conversationA = conversation.body.id;
+    // A's document (its text a marker) and a knowledge base.
+    const documentForm = formWith({ name: `${markers.document}.txt`, type: 'text/plain', content: `${markers.document} says ${markers.row}` });
+    const document = await t.request('POST', '/api/knowledge/documents', { headers: { ...asA.headers, 'content-type': documentForm.contentType }, body: documentForm.body });
+    expect(document.status, document.text).toBe(201);
+    documentA = document.body.id;
+    const knowledgeBase = await t.request('POST', '/api/knowledge-bases', { ...asA, body: { project_id: projectA, name: markers.knowledgeBase } });
+    expect(knowledgeBase.status, knowledgeBase.text).toBe(201);
+    knowledgeBaseA = knowledgeBase.body.id;
 
     // A cached profile of A's dataset, whose top values are A's rows.
     const profile = await t.request('GET', `/api/statistics/datasets/${datasetA}`, asA);
@@ -315,6 +333,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     if (name === 'card_id') return cardA;
     if (name === 'link_id') return linkA;
     if (name === 'delivery_id') return deliveryA;
+    if (name === 'document_id') return documentA;
     if (name === 'project_id') return projectA;
     if (name !== 'id') return undefined;
     if (m.path.startsWith('/api/groups/')) return groupA;
@@ -338,6 +357,9 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     if (m.path.startsWith('/api/webhooks/')) return webhookA;
     if (m.path.startsWith('/api/llm-mesh/connections/')) return llmConnectionA;
     if (m.path.startsWith('/api/llm-mesh/quotas/')) return llmQuotaA;
+    if (m.path.startsWith('/api/chat/conversations/')) return conversationA;
+    if (m.path.startsWith('/api/knowledge/documents/')) return documentA;
+    if (m.path.startsWith('/api/knowledge-bases/')) return knowledgeBaseA;
     return undefined;
   }
 
@@ -438,6 +460,13 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'POST /api/llm-mesh/completions': { connection_id: llmConnectionA, messages: [{ role: 'user', content: `sweep-${tag}` }] },
       'POST /api/llm-mesh/embeddings': { connection_id: llmConnectionA, input: [`sweep-${tag}`] },
       'POST /api/llm-mesh/quotas': { scope: 'connection', scope_id: llmConnectionA, amount_usd: 1, period: 'month' },
+      'POST /api/agent-tools/{name}/invoke': { arguments: { dataset: markers.dataset.toUpperCase() } },
+      'POST /api/chat/conversations': { connection_id: llmConnectionA },
+      'POST /api/chat/conversations/{id}/messages': { content: `sweep-${tag}` },
+      'POST /api/knowledge-bases': { project_id: projectA, name: `sweep-${tag}` },
+      'POST /api/knowledge-bases/{id}/documents': { document_ids: [documentA] },
+      'POST /api/knowledge-bases/{id}/search': { query: markers.row },
+      'POST /api/knowledge-bases/{id}/ask': { question: markers.row, connection_id: llmConnectionA },
     };
     if (!(key in bodies)) throw new Error(`no body for ${key}: give the sweep one the route accepts`);
     return bodies[key];
@@ -455,7 +484,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       return { token: caller.token, body: svgWithTitle(`sweep-${tag}`), headers: { ...caller.headers, 'content-type': 'image/svg+xml' } };
     }
     if (m.route.request?.stream?.contentTypes.join() === 'multipart/form-data') {
-      // An ONNX import into A's model: refused before its form is read, so any form will do.
+      // A form without a file: an ONNX import into A's model is refused before its form is read; a
+      // document upload finds no file (400) and stores nothing.
       const boundary = `sweep-${tag}`;
       const form = `--${boundary}\r\ncontent-disposition: form-data; name="output"\r\n\r\n{"task":"regression"}\r\n--${boundary}--\r\n`;
       return { token: caller.token, body: form, headers: { ...caller.headers, 'content-type': `multipart/form-data; boundary=${boundary}` } };
@@ -473,7 +503,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
    * in A's project (422: the project is not in B), a rule on A's dataset (404), SQL over A's
    * dataset by name (400: no such dataset in B).
    */
-  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422, 'POST /api/scheduler/schedules': 422, 'POST /api/pipeline/scenarios': 422, 'POST /api/dbt/imports': 422, 'POST /api/publishing/api-services': 422, 'POST /api/registry/models': 422, 'POST /api/registry/imported-models': 422, 'POST /api/dashboards': 422, 'POST /api/llm-mesh/completions': 404, 'POST /api/llm-mesh/embeddings': 404, 'POST /api/llm-mesh/quotas': 400 };
+  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422, 'POST /api/scheduler/schedules': 422, 'POST /api/pipeline/scenarios': 422, 'POST /api/dbt/imports': 422, 'POST /api/publishing/api-services': 422, 'POST /api/registry/models': 422, 'POST /api/registry/imported-models': 422, 'POST /api/dashboards': 422, 'POST /api/llm-mesh/completions': 404, 'POST /api/llm-mesh/embeddings': 404, 'POST /api/llm-mesh/quotas': 400, 'POST /api/chat/conversations': 400, 'POST /api/knowledge-bases': 400 };
 
   /** Everything A owns, read straight from the database: the sweep must leave it untouched. */
   async function snapshotA() {
@@ -523,8 +553,13 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     const llmConnections = await db.selectFrom('llm_mesh_connections').select(['id', 'name', 'config', 'api_key_sealed', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const llmQuotas = await db.selectFrom('llm_mesh_quotas').select(['id', 'amount_usd', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
     const llmCalls = await db.selectFrom('llm_mesh_calls').select('id').where('org_id', '=', orgA).execute();
+    const documents = await db.selectFrom('knowledge_documents').select(['id', 'name', 'text']).where('org_id', '=', orgA).orderBy('id').execute();
+    const knowledgeBases = await db.selectFrom('knowledge_bases').select(['id', 'name', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const knowledgeBaseDocuments = await db.selectFrom('knowledge_bases_documents').select(['kb_id', 'document_id']).where('kb_id', '=', knowledgeBaseA).execute();
+    const conversations = await db.selectFrom('chat_conversations').select(['id', 'title', 'updated_at']).where('org_id', '=', orgA).orderBy('id').execute();
+    const chatMessages = await db.selectFrom('chat_messages').select('id').where('conversation_id', 'in', conversations.length ? conversations.map((c) => c.id) : [0]).execute();
     const pluginSwitches = await db.selectFrom('plugin_organizations').select(['plugin_id', 'enabled', 'updated_at']).where('org_id', '=', orgA).orderBy('plugin_id').execute();
-    return { llmConnections, llmQuotas, llmCalls, webhooks, deliveries, dashboards, cards, links, branding, pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules, scenarios, dbtImports, models, modelVersions, services, dataKeys };
+    return { documents, knowledgeBases, knowledgeBaseDocuments, conversations, chatMessages, llmConnections, llmQuotas, llmCalls, webhooks, deliveries, dashboards, cards, links, branding, pluginSwitches, groups, caps, members, token, orgMembers, projects, datasets, contents, contracts, policies, connectors, rules, runs, profiles, webhookCalls, recipes, recipeLinks, jobs, pipelineRuns, schedules, scenarios, dbtImports, models, modelVersions, services, dataKeys };
   }
 
   /** A's data plane is really there, so an unchanged snapshot means something. */
@@ -561,6 +596,11 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
     expect(snapshot.llmConnections.map((c) => [c.id, c.name])).toEqual([[llmConnectionA, markers.llmConnection]]);
     expect(snapshot.llmQuotas.map((q) => q.id)).toEqual([llmQuotaA]);
     expect(snapshot.llmCalls).toEqual([]);
+    expect(snapshot.conversations.map((c) => [c.id, c.title])).toEqual([[conversationA, markers.conversation]]);
+    expect(snapshot.chatMessages).toEqual([]);
+    expect(snapshot.documents.map((d) => [d.id, d.name])).toEqual([[documentA, `${markers.document}.txt`]]);
+    expect(snapshot.knowledgeBases.map((b) => [b.id, b.name])).toEqual([[knowledgeBaseA, markers.knowledgeBase]]);
+    expect(snapshot.knowledgeBaseDocuments).toEqual([]);
   }
 
   it('the registry marks the groups, audit and token-governance routes org-scoped (the sweep is not vacuous)', () => {
@@ -689,6 +729,25 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
         'DELETE /api/llm-mesh/quotas/{id}',
         'GET /api/llm-mesh/usage',
         'GET /api/llm-mesh/calls',
+        'GET /api/agent-tools',
+        'POST /api/agent-tools/{name}/invoke',
+        'POST /api/chat/conversations',
+        'GET /api/chat/conversations',
+        'GET /api/chat/conversations/{id}',
+        'DELETE /api/chat/conversations/{id}',
+        'POST /api/chat/conversations/{id}/messages',
+        'POST /api/knowledge/documents',
+        'GET /api/knowledge/documents',
+        'GET /api/knowledge/documents/{id}',
+        'DELETE /api/knowledge/documents/{id}',
+        'POST /api/knowledge-bases',
+        'GET /api/knowledge-bases',
+        'GET /api/knowledge-bases/{id}',
+        'DELETE /api/knowledge-bases/{id}',
+        'POST /api/knowledge-bases/{id}/documents',
+        'DELETE /api/knowledge-bases/{id}/documents/{document_id}',
+        'POST /api/knowledge-bases/{id}/search',
+        'POST /api/knowledge-bases/{id}/ask',
       ]),
     );
   });

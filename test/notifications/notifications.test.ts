@@ -1,12 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DIALECTS, startTestKernel, until, type TestKernel, type TestResponse } from '../harness/index.ts';
+import { DIALECTS, startTestKernel, until, type TestKernel } from '../harness/index.ts';
 import { startSmtpServer, type TestSmtpServer } from '../harness/smtp-server.ts';
-
-function expectProblem(res: TestResponse, status: number, path?: string) {
-  expect(res.status, res.text).toBe(status);
-  expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-  if (path) expect(res.body.errors.map((e: { path: string }) => e.path)).toContain(path);
-}
+import { expectProblem } from '../harness/answers.ts';
 
 type Item = { id: number; type: string; title: string; body: string; link: string | null; org_id: number | null; read_at: string | null };
 

@@ -3,8 +3,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createScratchDatabase, DIALECTS, REPO_ROOT, startTestKernel, tempDir, until, type TestKernel, type TestResponse } from '../harness/index.ts';
+import { createScratchDatabase, DIALECTS, REPO_ROOT, startTestKernel, tempDir, until, type TestKernel } from '../harness/index.ts';
 import { client, killAll, killHard, launch, serverSettings, type ServerProcess } from '../harness/server-process.ts';
+import { expectProblem } from '../harness/answers.ts';
 
 interface Received {
   headers: http.IncomingHttpHeaders;
@@ -35,12 +36,6 @@ async function startReceiver() {
 }
 
 const signed = (secret: string, body: string) => `sha256=${crypto.createHmac('sha256', secret).update(body).digest('hex')}`;
-
-function expectProblem(res: TestResponse, status: number, path?: string) {
-  expect(res.status, res.text).toBe(status);
-  expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-  if (path) expect(res.body.errors.map((e: { path: string }) => e.path)).toContain(path);
-}
 
 const SECRET = 'whsec-0123456789abcdef-not-shown';
 

@@ -1,0 +1,198 @@
+import { Readable } from 'node:stream';
+import { actingUserId, defineRoute, HttpProblem, identitySchemas as s, problemBody, problems, reply, z, type FieldError, type Principal } from '../../kernel/plugin-api.ts';
+import type { Logger } from 'pino';
+import type { AgentToolRunner } from '../agent_tools/public.ts';
+import type { ChatMessage, LlmMesh, ToolDefinition } from '../llm_mesh/public.ts';
+import { agentLoop, type AgentEvent } from './agent-loop.ts';
+import type { Conversation, ConversationStore, Owner, StoredMessage } from './conversation-store.ts';
+
+export interface ChatRouteDeps {
+  store: ConversationStore;
+  mesh: LlmMesh;
+  tools: AgentToolRunner;
+  maxToolSteps: number;
+}
+
+const base = { security: 'bearer', orgScoped: true, capability: 'chat.use' } as const;
+const idParams = s.idParam('id');
+
+const conversationBody = z
+  .object({
+    title: z.string().trim().min(1).max(200).default('New conversation'),
+    connection_id: s.recordId.describe('The LLM connection the assistant answers through (GET /api/llm-mesh/connections)'),
+    model: z.string().min(1).max(200).nullable().default(null).describe('Default: the connection\u2019s default_model'),
+    system_prompt: z.string().max(100_000).nullable().default(null),
+    tools: z.array(z.string().max(64)).max(64).default([]).describe('Agent tools the assistant may call (GET /api/agent-tools), run with your rights'),
+  })
+  .strict();
+
+const conversationSchema = z
+  .object({ id: z.number().int(), title: z.string(), connection_id: z.number().int(), model: z.string().nullable(), system_prompt: z.string().nullable(), tools: z.array(z.string()), created_at: z.string(), updated_at: z.string() })
+  .meta({ id: 'ChatConversation' });
+const messageSchema = z
+  .object({
+    id: z.number().int(),
+    role: z.enum(['system', 'user', 'assistant', 'tool']),
+    content: z.string().nullable(),
+    tool_calls: z.array(z.object({ id: z.string(), name: z.string(), arguments: z.string() })).nullable(),
+    tool_call_id: z.string().nullable(),
+    tool_name: z.string().nullable(),
+    usage: z.object({ input_tokens: z.number().int(), output_tokens: z.number().int() }).nullable(),
+    created_at: z.string(),
+  })
+  .meta({ id: 'ChatMessage' });
+const toolCallSchema = z.object({ id: z.string(), name: z.string(), arguments: z.unknown(), result: z.unknown().optional(), error: z.object({ status: z.number().int(), detail: z.string() }).optional() });
+const replySchema = z
+  .object({
+    message: z.object({ role: z.literal('assistant'), content: z.string().nullable() }),
+    tool_calls: z.array(toolCallSchema),
+    model_calls: z.number().int(),
+    usage: z.object({ input_tokens: z.number().int(), output_tokens: z.number().int() }),
+    cost_usd: z.number(),
+  })
+  .meta({ id: 'ChatReply' });
+
+const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+
+/** The model's view of the conversation: the system prompt, then every stored turn. */
+function historyOf(conversation: Conversation, stored: StoredMessage[]): ChatMessage[] {
+  return [
+    ...(conversation.system_prompt ? [{ role: 'system' as const, content: conversation.system_prompt }] : []),
+    ...stored.map((m) => ({ role: m.role, content: m.content, ...(m.tool_calls ? { tool_calls: m.tool_calls } : {}), ...(m.tool_call_id ? { tool_call_id: m.tool_call_id } : {}) })),
+  ];
+}
+
+export function chatRoutes({ store, mesh, tools, maxToolSteps }: ChatRouteDeps) {
+  const ownerOf = (orgId: number, principal: Principal): Owner => ({ orgId, userId: actingUserId(principal)! });
+
+  /** The conversation's tools as the caller may call them now, in the shape a model is given. */
+  async function toolsFor(conversation: Conversation, orgId: number, principal: Principal): Promise<ToolDefinition[]> {
+    const offered = await tools.list({ orgId, principal });
+    return offered.filter((t) => conversation.tools.includes(t.function.name)).map((t) => t.function);
+  }
+
+  async function checkedBody(body: z.output<typeof conversationBody>, orgId: number, principal: Principal) {
+    const errors: FieldError[] = [];
+    const connection = await mesh.connection(orgId, body.connection_id);
+    if (!connection) errors.push({ path: 'body.connection_id', message: 'no such LLM connection in this organization' });
+    else if (body.model !== null && connection.models.length && !connection.models.includes(body.model)) errors.push({ path: 'body.model', message: `not one the connection offers (${connection.models.join(', ')})` });
+    const offered = new Set((await tools.list({ orgId, principal })).map((t) => t.function.name));
+    body.tools.forEach((name, i) => {
+      if (!offered.has(name)) errors.push({ path: `body.tools.${i}`, message: `no agent tool "${name}" you may call here` });
+    });
+    if (errors.length) throw problems.badRequest(errors.map((e) => `${e.path}: ${e.message}`).join('; '), errors);
+  }
+
+  return [
+    defineRoute({
+      ...base,
+      method: 'post',
+      path: '/conversations',
+      summary: 'Start a conversation',
+      description: 'Yours alone: nobody else sees it. The assistant answers through the LLM connection, and may call the tools listed (each run with your rights).',
+      request: { body: conversationBody },
+      responses: { 201: { description: 'The conversation', schema: conversationSchema } },
+      handler: async ({ body, orgId, principal }) => {
+        await checkedBody(body, orgId, principal);
+        return reply(201, await store.create(ownerOf(orgId, principal), body));
+      },
+    }),
+    defineRoute({
+      ...base,
+      method: 'get',
+      path: '/conversations',
+      summary: 'Your conversations',
+      description: 'In this organization, the most recently used first.',
+      responses: { 200: { description: 'The conversations', schema: z.object({ items: z.array(conversationSchema) }) } },
+      handler: async ({ orgId, principal }) => ({ items: await store.list(ownerOf(orgId, principal)) }),
+    }),
+    defineRoute({
+      ...base,
+      method: 'get',
+      path: '/conversations/{id}',
+      summary: 'A conversation with its messages',
+      description: 'Every turn: yours, the assistant\u2019s (with the tool calls it asked for), and the tools\u2019 answers.',
+      request: { params: idParams },
+      responses: { 200: { description: 'The conversation', schema: conversationSchema.extend({ messages: z.array(messageSchema) }) } },
+      handler: async ({ params, orgId, principal }) => {
+        const conversation = await store.get(ownerOf(orgId, principal), params.id);
+        return { ...conversation, messages: await store.messages(conversation.id) };
+      },
+    }),
+    defineRoute({
+      ...base,
+      method: 'delete',
+      path: '/conversations/{id}',
+      summary: 'Delete a conversation',
+      description: 'With every message of it; the model calls it made stay in the LLM mesh\u2019s traces and usage.',
+      request: { params: idParams },
+      responses: { 204: { description: 'Deleted, with its messages' } },
+      handler: async ({ params, orgId, principal }) => {
+        await store.remove(ownerOf(orgId, principal), params.id);
+        return reply(204);
+      },
+    }),
+    defineRoute({
+      ...base,
+      method: 'post',
+      path: '/conversations/{id}/messages',
+      summary: 'Send a message',
+      description:
+        'The assistant\u2019s reply after its agent loop: while the model asks for tools, each is run with your rights and its answer fed back, at most CHAT_MAX_TOOL_STEPS rounds. Every model call goes through the LLM mesh (guardrails, quotas, rate limits, traces). The reply lists the tool calls made. With `stream: true`, Server-Sent Events: `delta` {text}, `tool_call` {id, name, arguments}, `tool_result` {id, name, result | error}, then `done` (the reply) or `error` (a problem). The exchange is kept once the reply is complete.',
+      request: { params: idParams, body: z.object({ content: z.string().min(1).max(100_000), stream: z.boolean().default(false) }).strict() },
+      responses: {
+        200: { description: 'The reply, or its stream', content: { 'application/json': replySchema, 'text/event-stream': z.string() } },
+        429: { description: 'A quota is spent, or a rate limit reached' },
+        502: { description: 'The model\u2019s provider failed' },
+      },
+      handler: async ({ params, body, orgId, principal, audit, requestId, log }) => {
+        const conversation = await store.get(ownerOf(orgId, principal), params.id);
+        const history = historyOf(conversation, await store.messages(conversation.id));
+        const events = agentLoop(mesh, tools, {
+          caller: { orgId, principal, requestId },
+          toolContext: { orgId, principal, audit, requestId },
+          connectionId: conversation.connection_id,
+          model: conversation.model ?? undefined,
+          messages: [...history, { role: 'user', content: body.content }],
+          tools: await toolsFor(conversation, orgId, principal),
+          stream: body.stream,
+          maxToolSteps,
+        });
+        const userTurn = { role: 'user' as const, content: body.content, tool_calls: null, tool_call_id: null, tool_name: null, usage: null };
+        const keep = (event: Extract<AgentEvent, { type: 'done' }>) => store.append(conversation.id, [userTurn, ...event.turns]);
+        if (!body.stream) {
+          for await (const event of events) {
+            if (event.type !== 'done') continue;
+            await keep(event);
+            return event.reply;
+          }
+          throw new HttpProblem(502, 'the reply ended without an answer');
+        }
+        // The first event is awaited before answering: a refusal before any text is a problem answer.
+        const first = await events.next();
+        return reply(200, Readable.from(sseOf(first, events, keep, requestId, log)), { 'Content-Type': 'text/event-stream; charset=utf-8', 'X-Accel-Buffering': 'no' });
+      },
+    }),
+  ];
+}
+
+/** The SSE body of a streamed reply; the exchange is kept when its `done` comes. */
+async function* sseOf(first: IteratorResult<AgentEvent>, rest: AsyncGenerator<AgentEvent>, keep: (done: Extract<AgentEvent, { type: 'done' }>) => Promise<void>, requestId: string, log: Logger): AsyncGenerator<string> {
+  let next = first;
+  try {
+    while (!next.done) {
+      const event = next.value;
+      if (event.type === 'done') {
+        await keep(event);
+        yield sse('done', event.reply);
+      } else {
+        const { type, ...data } = event;
+        yield sse(type, data);
+      }
+      next = await rest.next();
+    }
+  } catch (err) {
+    if (!(err instanceof HttpProblem)) log.error({ err }, 'a streamed chat reply failed');
+    yield sse('error', problemBody(err instanceof HttpProblem ? err : new HttpProblem(502, 'the reply failed midway'), requestId));
+  }
+}
