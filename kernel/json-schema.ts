@@ -7,9 +7,10 @@ export type ParamsCheck = (params: unknown, location: string) => FieldError[];
 /**
  * One instance for every contribution's schema (making an instance compiles the meta-schemas: tens
  * of ms each, which start-up paid per type): a compiled schema is not kept under its `$id`, so
- * schemas of different plugins may reuse one without clashing.
+ * schemas of different plugins may reuse one without clashing. `type: [a, b]` is plain JSON Schema
+ * (an agent tool's "a name or an id"): allowed, rather than warned about on stderr.
  */
-const ajv = new Ajv2020({ allErrors: true, addUsedSchema: false });
+const ajv = new Ajv2020({ allErrors: true, addUsedSchema: false, allowUnionTypes: true });
 
 /**
  * Compiles the JSON Schema of a contribution's parameters (a recipe type's, a step type's, a card type's config) with

@@ -194,5 +194,8 @@ async function* sseOf(first: IteratorResult<AgentEvent>, rest: AsyncGenerator<Ag
   } catch (err) {
     if (!(err instanceof HttpProblem)) log.error({ err }, 'a streamed chat reply failed');
     yield sse('error', problemBody(err instanceof HttpProblem ? err : new HttpProblem(502, 'the reply failed midway'), requestId));
+  } finally {
+    // A client gone mid-reply destroys this body: the agent loop (and the model's stream) stops too.
+    await rest.return(undefined);
   }
 }

@@ -85,7 +85,7 @@ export class Mesh implements LlmMesh {
   async complete(caller: MeshCaller, request: MeshCompletionRequest): Promise<MeshCompletion> {
     const prepared = await this.prepare(caller, request.connection_id, request.model, 'completion');
     const { messages, outcomes } = await this.checkPrompt(caller, prepared, request.messages, false);
-    await this.limit(prepared, estimatedTokens(messages.reduce((n, m) => n + (m.content?.length ?? 0), 0)) + (request.max_tokens ?? 0));
+    await this.withinLimits(caller, prepared, 'completion', false, estimatedTokens(messages.reduce((n, m) => n + (m.content?.length ?? 0), 0)) + (request.max_tokens ?? 0));
     let completion: Completion;
     try {
       completion = await prepared.provider.complete(prepared.connection, { ...request, model: prepared.model, messages });
@@ -101,7 +101,7 @@ export class Mesh implements LlmMesh {
   async stream(caller: MeshCaller, request: MeshCompletionRequest): Promise<AsyncIterable<MeshChunk>> {
     const prepared = await this.prepare(caller, request.connection_id, request.model, 'completion');
     const { messages, outcomes } = await this.checkPrompt(caller, prepared, request.messages, true);
-    await this.limit(prepared, estimatedTokens(messages.reduce((n, m) => n + (m.content?.length ?? 0), 0)) + (request.max_tokens ?? 0));
+    await this.withinLimits(caller, prepared, 'completion', true, estimatedTokens(messages.reduce((n, m) => n + (m.content?.length ?? 0), 0)) + (request.max_tokens ?? 0));
     const chunks = prepared.provider.stream(prepared.connection, { ...request, model: prepared.model, messages });
     return this.checkedStream(caller, prepared, chunks, outcomes, promptText(messages));
   }
@@ -116,6 +116,8 @@ export class Mesh implements LlmMesh {
       answerOutcomes.push(...answer.outcomes);
       return answer;
     };
+    // Set once the stream ended one way or the other; a stream its client stopped reading is traced in `finally`.
+    let settled = false;
     try {
       for await (const chunk of chunks) {
         if (chunk.type === 'delta') {
@@ -135,12 +137,18 @@ export class Mesh implements LlmMesh {
             yield { type: 'delta', text: answer.text };
           }
           const message = { ...completion.message, content: completion.message.content === null ? null : passed };
-          yield { type: 'done', completion: await this.finish(caller, prepared, { ...completion, message }, true, [...promptOutcomes, ...answerOutcomes], prompt) };
+          const finished = await this.finish(caller, prepared, { ...completion, message }, true, [...promptOutcomes, ...answerOutcomes], prompt);
+          settled = true;
+          yield { type: 'done', completion: finished };
         }
       }
     } catch (err) {
+      settled = true;
       if (err instanceof HttpProblem && err.status === 422) throw err;
       throw await this.failed(caller, prepared, 'completion', true, err, [...promptOutcomes, ...answerOutcomes], prompt);
+    } finally {
+      // Leaving the loop early ended the provider's stream (its request aborted) too.
+      if (!settled) await this.trace(caller, prepared, { operation: 'completion', streamed: true, status: 'error', error: 'the client stopped reading the stream', usage: { input_tokens: 0, output_tokens: 0 }, costUsd: 0, guardrails: merged([...promptOutcomes, ...answerOutcomes]), prompt, answer: null });
     }
   }
 
@@ -149,7 +157,7 @@ export class Mesh implements LlmMesh {
     if (!prepared.provider.embed) throw problems.badRequest(`the provider "${prepared.provider.id}" has no embeddings`, [{ path: 'body.connection_id', message: 'no embeddings' }]);
     const { texts, outcomes } = prepared.checker.inputs(request.input);
     await this.audit(caller, prepared.record, outcomes);
-    await this.limit(prepared, estimatedTokens(texts.reduce((n, t) => n + t.length, 0)));
+    await this.withinLimits(caller, prepared, 'embedding', false, estimatedTokens(texts.reduce((n, t) => n + t.length, 0)));
     let embeddings: Embeddings;
     try {
       embeddings = await prepared.provider.embed(prepared.connection, { model: prepared.model, input: texts, signal: request.signal });
@@ -234,6 +242,16 @@ export class Mesh implements LlmMesh {
     } catch (err) {
       if (!(err instanceof HttpProblem)) throw err;
       return { text: '', outcomes: rejectionOutcome(err, 'answer'), problem: err };
+    }
+  }
+
+  /** The rate limits of the call (below); a call they refuse is traced as rejected. */
+  private async withinLimits(caller: MeshCaller, prepared: Prepared, operation: CallTrace['operation'], streamed: boolean, tokens: number): Promise<void> {
+    try {
+      await this.limit(prepared, tokens);
+    } catch (err) {
+      await this.trace(caller, prepared, { operation, streamed, status: 'rejected', error: (err as Error).message, usage: { input_tokens: 0, output_tokens: 0 }, costUsd: 0, guardrails: [], prompt: null, answer: null });
+      throw err;
     }
   }
 

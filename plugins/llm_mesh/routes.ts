@@ -358,5 +358,8 @@ async function* events(first: IteratorResult<MeshChunk>, rest: AsyncIterator<Mes
   } catch (err) {
     const problem = err instanceof HttpProblem ? err : new HttpProblem(502, 'the completion failed midway');
     yield sse('error', problemBody(problem, requestId));
+  } finally {
+    // A client gone mid-stream destroys this body: the completion's stream (and the provider's request) ends too.
+    await rest.return?.(undefined);
   }
 }

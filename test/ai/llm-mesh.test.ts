@@ -128,6 +128,18 @@ describe.each(DIALECTS)('LLM mesh (%s)', (dialect) => {
     expect(streamed.data).toMatchObject({ finish_reason: 'tool_calls', message: { content: null, tool_calls: [{ name: 'send_to_workflow', arguments: JSON.stringify({ message: 'ship it', metadata: { priority: 'high' } }) }] } });
     expect(openai.requests.at(-1)!.body.tools).toEqual([{ type: 'function', function: tools[0] }]);
 
+    // A client that stops reading: the provider's stream is closed too, and the call traced as such.
+    openai.script.push({ pieces: Array.from({ length: 40 }, (_, i) => `piece ${i} `), pieceDelayMs: 50 });
+    const aborter = new AbortController();
+    const response = await fetch(`${t.url}/api/llm-mesh/completions`, { method: 'POST', signal: aborter.signal, headers: { authorization: `Bearer ${t.adminToken}`, 'content-type': 'application/json' }, body: JSON.stringify({ connection_id: id, messages: user('long story'), stream: true }) });
+    const reader = response.body!.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toContain('event: delta');
+    aborter.abort();
+    const cut = openai.requests.at(-1)!;
+    await until(async () => cut.aborted, (aborted) => aborted === true, 10_000);
+    const abandoned = await until(() => t.request('GET', `/api/llm-mesh/calls?connection_id=${id}&limit=1`), (r) => r.body.items[0]?.error === 'the client stopped reading the stream', 10_000);
+    expect(abandoned.body.items[0]).toMatchObject({ status: 'error', streamed: true });
+
     // A provider that fails before the first byte: a problem answer, not a stream; traced as an error.
     openai.script.push({ status: 500 });
     expectProblem(await complete({ connection_id: id, messages: user('fail'), stream: true }), 502);

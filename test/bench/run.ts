@@ -22,6 +22,7 @@ import { benchLongReads, longReadRows, type LongReadFigures } from './long-reads
 import { benchBackgroundWork } from './background-work.ts';
 import { benchPipeline, pipelineRows, writeCopyRecipeType, type PipelineFigures } from './pipeline.ts';
 import { benchServing, servingRows, type ServingFigures } from './serving.ts';
+import { aiRows, benchAi, type AiFigures } from './ai.ts';
 import { benchScheduler, type SchedulerFigures } from './scheduler.ts';
 import { benchDbt, dbtRows, type DbtFigures } from './dbt.ts';
 import { benchScenario, type ScenarioFigures } from './scenario.ts';
@@ -47,6 +48,9 @@ const ONLY_SCENARIO = process.env.BENCH_ONLY === 'scenario';
 /** BENCH_SERVING=0 skips the serving figures (test/bench/serving.ts); BENCH_ONLY=serving measures only them. */
 const SERVING = process.env.BENCH_SERVING !== '0';
 const ONLY_SERVING = process.env.BENCH_ONLY === 'serving';
+/** BENCH_AI=0 skips the AI figures (test/bench/ai.ts); BENCH_ONLY=ai measures only them. */
+const AI = process.env.BENCH_AI !== '0';
+const ONLY_AI = process.env.BENCH_ONLY === 'ai';
 
 /** A BENCH_ONLY run's end: its figures written to test/bench/results/<part>.json, the scratch directory removed. */
 function writeOnly(part: string, figures: unknown, work: string): void {
@@ -231,6 +235,31 @@ async function servingOnEach(work: string, manifests: string) {
   return figures;
 }
 
+/** The AI figures (ai.ts) of a kernel process on a scratch database of `dialect`; its model server on loopback is allowed. */
+async function aiOn(dialect: DialectName, work: string, manifests: string): Promise<AiFigures> {
+  const database = await createScratchDatabase(dialect, work);
+  const port = await freePort();
+  const env = kernelEnv({ PORT: String(port), DATABASE_URL: database.url, DATA_DIR: path.join(work, `data-ai-${dialect}`), MANIFESTS_DIR: manifests, OUTBOUND_ALLOWED_HOSTS: '127.0.0.1' });
+  const server = await startProcess(['kernel/main.ts'], env, /listening/);
+  try {
+    const base = `http://127.0.0.1:${port}`;
+    return await benchAi(dialect, { base, databaseUrl: database.url }, (await credentials(base)).jwt);
+  } finally {
+    await stopProcess(server);
+    await database.drop();
+  }
+}
+
+/** The AI figures on each adapter, each printed as it ends. */
+async function aiOnEach(work: string, manifests: string) {
+  const figures: AiFigures[] = [];
+  for (const dialect of DIALECTS) {
+    figures.push(await aiOn(dialect, work, manifests));
+    console.table(aiRows(figures.at(-1)!));
+  }
+  return figures;
+}
+
 /** The dbt import figures on each adapter, each printed as it ends. */
 async function dbtOnEach(work: string, manifests: string): Promise<DbtFigures[]> {
   const figures: DbtFigures[] = [];
@@ -363,6 +392,7 @@ async function main() {
 
   if (ONLY_PIPELINE) return writeOnly('pipeline', await pipelineOnEach(work, manifests), work);
   if (ONLY_SERVING) return writeOnly('serving', await servingOnEach(work, manifests), work);
+  if (ONLY_AI) return writeOnly('ai', await aiOnEach(work, manifests), work);
   if (ONLY_SCENARIO) return writeOnly('scenario', await scenarioOnEach(work, manifests), work);
   if (ONLY_SCHEDULER) return writeOnly('scheduler', await schedulerOnEach(work, manifests), work);
 
@@ -435,6 +465,7 @@ async function main() {
   const scenario = await scenarioOnEach(work, manifests);
   // API Services on each adapter: lookups cached and not, batches, model predictions.
   const serving = SERVING ? await servingOnEach(work, manifests) : null;
+  const ai = AI ? await aiOnEach(work, manifests) : null;
   // dbt import of the largest fixture manifest on each adapter.
   const dbt = await dbtOnEach(work, manifests);
 
@@ -476,6 +507,7 @@ async function main() {
     scheduler,
     scenario,
     serving,
+    ai,
     dbt,
     throughput_ratio_kernel_vs_koa: kernelRoute.median_ratio_vs_koa,
     throughput_ratio_me_jwt_vs_koa: meWithJwt.median_ratio_vs_koa,

@@ -17,6 +17,8 @@ export interface ScriptedAnswer {
   status?: number;
   /** Milliseconds to wait before answering. */
   delayMs?: number;
+  /** Milliseconds between streamed pieces (default 5). */
+  pieceDelayMs?: number;
 }
 
 export interface RecordedRequest {
@@ -24,6 +26,8 @@ export interface RecordedRequest {
   path: string;
   headers: http.IncomingHttpHeaders;
   body: any;
+  /** The client (the platform) closed the connection before the answer ended. */
+  aborted?: boolean;
 }
 
 export interface LlmServer {
@@ -66,7 +70,11 @@ async function serve(handle: (req: http.IncomingMessage, body: any, res: http.Se
   const state: LlmServer = { url: '', requests: [], script: [], close: async () => undefined };
   const server = http.createServer(async (req, res) => {
     const body = await readBody(req);
-    state.requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body });
+    const recorded: RecordedRequest = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body };
+    state.requests.push(recorded);
+    res.on('close', () => {
+      if (!res.writableFinished) recorded.aborted = true;
+    });
     await handle(req, body, res, state);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -122,8 +130,9 @@ export function startOpenAiServer(apiKey?: string): Promise<LlmServer> {
       res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: Math.floor(Date.now() / 1000), model: body.model, choices: [{ index: 0, delta, finish_reason }], ...extra })}\n\n`);
     chunk({ role: 'assistant', content: '' });
     for (const piece of answer.pieces ?? (answer.text ? [answer.text] : [])) {
+      if (res.destroyed) break;
       chunk({ content: piece });
-      await sleep(5);
+      await sleep(answer.pieceDelayMs ?? 5);
     }
     // A tool call in two pieces: its name first, then its arguments in halves, as OpenAI sends them.
     toolCalls.forEach((call, index) => {
