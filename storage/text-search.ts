@@ -68,22 +68,29 @@ export function sqliteFullText(db: Kysely<any>): FullTextSearch {
   };
 }
 
-/** Postgres: a GIN index on the column's English tsvector; ranked by ts_rank_cd. */
+/**
+ * Postgres: the column's English tsvector kept in a stored generated column (`<column>_tsv`), with a
+ * GIN index on it; ranked by ts_rank_cd. Stored, so a search ranks the rows it matched without
+ * parsing their text again.
+ */
 export function postgresFullText(db: Kysely<any>): FullTextSearch {
-  const vector = (alias: string, column: string) => sql`to_tsvector('english', ${sql.ref(`${alias}.${column}`)})`;
+  const vectorColumn = (column: string) => `${column}_tsv`;
   return {
     async create(trx, table, column) {
-      await sql.raw(`create index ${quoteIdentifier(`${table}_${column}_fts`)} on ${quoteIdentifier(table)} using gin (to_tsvector('english', ${quoteIdentifier(column)}))`).execute(trx);
+      const [t, c, v] = [quoteIdentifier(table), quoteIdentifier(column), quoteIdentifier(vectorColumn(column))];
+      await sql.raw(`alter table ${t} add column ${v} tsvector generated always as (to_tsvector('english', ${c})) stored`).execute(trx);
+      await sql.raw(`create index ${quoteIdentifier(`${table}_${column}_fts`)} on ${t} using gin (${v})`).execute(trx);
     },
     async drop(trx, table, column) {
       await sql.raw(`drop index if exists ${quoteIdentifier(`${table}_${column}_fts`)}`).execute(trx);
+      await sql.raw(`alter table ${quoteIdentifier(table)} drop column if exists ${quoteIdentifier(vectorColumn(column))}`).execute(trx);
     },
     async search(table, column, query, { where, limit }) {
       const words = searchWords(query);
       if (!words.length) return [];
-      const tsquery = words.join(' | ');
-      const conditions = [sql`${vector('t', column)} @@ q`, ...equalities('t', where)];
-      const { rows } = await sql<{ id: number; score: number }>`select t.id as id, ts_rank_cd(${vector('t', column)}, q) as score from ${sql.table(table)} as t, to_tsquery('english', ${tsquery}) as q where ${sql.join(conditions, sql` and `)} order by score desc, t.id limit ${limit}`.execute(db);
+      const vector = sql.ref(`t.${vectorColumn(column)}`);
+      const conditions = [sql`${vector} @@ q`, ...equalities('t', where)];
+      const { rows } = await sql<{ id: number; score: number }>`select t.id as id, ts_rank_cd(${vector}, q) as score from ${sql.table(table)} as t, to_tsquery('english', ${words.join(' | ')}) as q where ${sql.join(conditions, sql` and `)} order by score desc, t.id limit ${limit}`.execute(db);
       return rows.map((r) => ({ id: Number(r.id), score: Number(r.score) }));
     },
   };

@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { beforeIdCursor } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import type { GuardrailOutcome, TokenUsage } from './public.ts';
@@ -37,8 +37,20 @@ export interface SpendScope {
 export class CallLog {
   constructor(private readonly storage: Storage) {}
 
+  /**
+   * Keeps a trace. Its commit does not wait for the database's disk flush (as the rate limits'
+   * counters): a crash of the database server itself may lose the last moments of traces, which
+   * only leaves a quota a little more room; a crash of the platform loses nothing committed.
+   */
   async record(trace: CallTrace): Promise<number> {
-    const row = await this.storage.db
+    return this.storage.transaction(async (trx) => {
+      await this.storage.commitLazily(trx);
+      return this.insert(trx, trace);
+    });
+  }
+
+  private async insert(db: Kysely<any>, trace: CallTrace): Promise<number> {
+    const row = await db
       .insertInto('llm_mesh_calls')
       .values({
         org_id: trace.orgId,

@@ -20,7 +20,7 @@ import type {
   ProviderConnection,
   TokenUsage,
 } from './public.ts';
-import type { Quotas } from './quotas.ts';
+import type { Quota, Quotas } from './quotas.ts';
 import { SentenceRelease } from './sentence-release.ts';
 
 export interface MeshDeps {
@@ -50,6 +50,8 @@ interface Prepared {
   model: string;
   checker: GuardrailChecker;
   started: number;
+  /** The quotas counting the call (their alerts are checked once it cost something). */
+  quotas: Quota[];
 }
 
 const costOf = (record: ConnectionRecord, model: string, usage: TokenUsage) => {
@@ -187,9 +189,9 @@ export class Mesh implements LlmMesh {
       throw problems.badRequest(`the model "${model}" is not one this connection offers (${record.config.models.join(', ')})`, [{ path: 'body.model', message: 'not offered by the connection' }]);
     }
     const started = performance.now();
-    const prepared: Prepared = { record, provider, connection: this.providerConnection(record, provider), model, checker: this.checkerOf(record), started };
+    const prepared: Prepared = { record, provider, connection: this.providerConnection(record, provider), model, checker: this.checkerOf(record), started, quotas: [] };
     try {
-      await this.deps.quotas.check(this.scopeOf(caller, record));
+      prepared.quotas = await this.deps.quotas.check(this.scopeOf(caller, record));
     } catch (err) {
       await this.trace(caller, prepared, { operation, streamed: false, status: 'rejected', error: (err as Error).message, usage: { input_tokens: 0, output_tokens: 0 }, costUsd: 0, guardrails: [], prompt: null, answer: null });
       throw err;
@@ -320,7 +322,7 @@ export class Mesh implements LlmMesh {
       prompt: logged ? call.prompt : null,
       answer: logged ? call.answer : null,
     });
-    if (call.costUsd > 0) await this.deps.quotas.alert(this.scopeOf(caller, prepared.record));
+    if (call.costUsd > 0 && prepared.quotas.length) await this.deps.quotas.alert(this.scopeOf(caller, prepared.record), prepared.quotas);
     return id;
   }
 

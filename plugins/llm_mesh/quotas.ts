@@ -115,9 +115,10 @@ export class Quotas {
     );
   }
 
-  /** Refuses a call (429 naming the quota) when a blocking quota that counts it is spent. */
-  async check(scope: CallScope): Promise<void> {
-    for (const quota of await this.applying(scope)) {
+  /** Refuses a call (429 naming the quota) when a blocking quota that counts it is spent; answers the quotas that count it (for `alert`). */
+  async check(scope: CallScope): Promise<Quota[]> {
+    const applying = await this.applying(scope);
+    for (const quota of applying) {
       if (!quota.blocking) continue;
       const { since } = periodOf(quota, new Date());
       const spent = await this.calls.spent(scope.orgId, spendScope(quota), since);
@@ -126,11 +127,12 @@ export class Quotas {
         throw problems.tooManyRequests(`LLM quota ${quota.id} (${quota.scope}${quota.scope_id === null ? '' : ` ${quota.scope_id}`}, ${quota.amount_usd} USD per ${quota.period === 'month' ? 'month' : `${quota.days} days`}) is spent: ${roundUsd(spent)} USD since ${since}`, retry);
       }
     }
+    return applying;
   }
 
-  /** After a call that cost something: each threshold it crossed is published once per period (the alert row decides, on any instance). */
-  async alert(scope: CallScope): Promise<void> {
-    for (const quota of await this.applying(scope)) {
+  /** After a call that cost something: each threshold of the quotas counting it (`check`'s answer) crossed is published once per period (the alert row decides, on any instance). */
+  async alert(scope: CallScope, applying: Quota[]): Promise<void> {
+    for (const quota of applying) {
       if (!quota.alert_at.length) continue;
       const { since, key } = periodOf(quota, new Date());
       const spent = await this.calls.spent(scope.orgId, spendScope(quota), since);
