@@ -125,7 +125,7 @@ describe.each(DIALECTS)('recipe types in the pipeline plugin (%s)', (dialect) =>
     const res = await t.request('GET', '/api/plugins/recipe-types', inOrg(1));
     const builtIn = (res.body as { id: string; plugin_id: string }[]).filter((type) => type.plugin_id.startsWith('recipe_'));
     expect(builtIn.map((type) => `${type.id}:${type.plugin_id}`)).toEqual(
-      ['distinct', 'filter', 'group', 'join', 'predict', 'sample', 'select', 'split', 'sql', 'stack', 'top_n'].map((id) => `${id}:recipe_${id}`),
+      ['distinct', 'filter', 'group', 'join', 'llm_prompt', 'predict', 'sample', 'select', 'split', 'sql', 'stack', 'top_n'].map((id) => `${id}:recipe_${id}`),
     );
   });
 
