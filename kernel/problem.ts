@@ -38,6 +38,8 @@ export function isHttpProblem(value: unknown): value is HttpProblem {
 
 export const problems = {
   badRequest: (detail: string, errors?: FieldError[]) => new HttpProblem(400, detail, { errors }),
+  /** A 400 whose detail lists every field error (`body.params.x: why; …`), for checks that gather them all before refusing. */
+  invalidFields: (errors: FieldError[]) => new HttpProblem(400, errors.map((e) => `${e.path}: ${e.message}`).join('; '), { errors }),
   unauthorized: (detail: string) => new HttpProblem(401, detail, { headers: { 'WWW-Authenticate': 'Bearer' } }),
   forbidden: (detail: string) => new HttpProblem(403, detail),
   notFound: (detail: string) => new HttpProblem(404, detail),

@@ -163,7 +163,7 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
     runReadOnly: (query) => governed.run(query),
     writeGoverned: (write) => governed.write(write),
     describeGoverned: (query) => governed.describe(query),
-    fullText: postgresFullText(db),
+    fullText: postgresFullText(),
     // A date minus a date is a number of days, not an interval: both are read as timestamptz first.
     secondsBetweenSql: (earlier, later) => `cast(extract(epoch from (cast(${later} as timestamptz) - cast(${earlier} as timestamptz))) as double precision)`,
     governedSqlRoleStatements: (orgIds) => governed.roleStatements(orgIds),

@@ -155,7 +155,7 @@ export function openSqliteStorage(file: string, options: StorageOptions = {}): S
     runReadOnly: (query) => withFile(() => governed.run(query)),
     writeGoverned: (write) => withFile(() => governed.write(write)),
     describeGoverned: (query) => withFile(() => governed.describe(query)),
-    fullText: sqliteFullText(db),
+    fullText: sqliteFullText(),
     // Dates and timestamps are ISO 8601 text; julianday reads both (a trailing Z included).
     secondsBetweenSql: (earlier, later) => `((julianday(${later}) - julianday(${earlier})) * 86400.0)`,
     // Governed SQL needs no role on SQLite: its compiled statements are checked.

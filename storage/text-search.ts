@@ -25,8 +25,11 @@ export interface FullTextHit {
 export interface FullTextSearch {
   create(db: Kysely<any>, table: string, column: string): Promise<void>;
   drop(db: Kysely<any>, table: string, column: string): Promise<void>;
-  /** Among the rows whose columns equal `where`, those matching, at most `limit`. */
-  search(table: string, column: string, query: string, options: { where: Record<string, string | number>; limit: number }): Promise<FullTextHit[]>;
+  /**
+   * Among the rows whose columns equal `where`, those matching, at most `limit`, read through `db`:
+   * `longReads(orgId)` for a search on the request path (on SQLite, off the event loop).
+   */
+  search(db: Kysely<any>, table: string, column: string, query: string, options: { where: Record<string, string | number>; limit: number }): Promise<FullTextHit[]>;
 }
 
 /** The query's words, lower-cased, once each: letters and digits only, so nothing of the query reaches the engine's own syntax. */
@@ -38,7 +41,7 @@ const equalities = (alias: string, where: Record<string, string | number>) =>
   Object.entries(where).map(([column, value]) => sql`${sql.ref(`${alias}.${column}`)} = ${value}`);
 
 /** SQLite: an FTS5 table with the column as external content, kept in step by triggers. */
-export function sqliteFullText(db: Kysely<any>): FullTextSearch {
+export function sqliteFullText(): FullTextSearch {
   const fts = (table: string) => `${table}_fts`;
   return {
     async create(trx, table, column) {
@@ -55,7 +58,7 @@ export function sqliteFullText(db: Kysely<any>): FullTextSearch {
       for (const suffix of ['insert', 'delete', 'update']) await sql.raw(`drop trigger if exists ${quoteIdentifier(`${fts(table)}_${suffix}`)}`).execute(trx);
       await sql.raw(`drop table if exists ${quoteIdentifier(fts(table))}`).execute(trx);
     },
-    async search(table, _column, query, { where, limit }) {
+    async search(db, table, _column, query, { where, limit }) {
       const words = searchWords(query);
       if (!words.length) return [];
       // Each word a quoted FTS5 string, ORed: BM25 ranks the rows holding more of the rarer words first.
@@ -73,7 +76,7 @@ export function sqliteFullText(db: Kysely<any>): FullTextSearch {
  * GIN index on it; ranked by ts_rank_cd. Stored, so a search ranks the rows it matched without
  * parsing their text again.
  */
-export function postgresFullText(db: Kysely<any>): FullTextSearch {
+export function postgresFullText(): FullTextSearch {
   const vectorColumn = (column: string) => `${column}_tsv`;
   return {
     async create(trx, table, column) {
@@ -85,7 +88,7 @@ export function postgresFullText(db: Kysely<any>): FullTextSearch {
       await sql.raw(`drop index if exists ${quoteIdentifier(`${table}_${column}_fts`)}`).execute(trx);
       await sql.raw(`alter table ${quoteIdentifier(table)} drop column if exists ${quoteIdentifier(vectorColumn(column))}`).execute(trx);
     },
-    async search(table, column, query, { where, limit }) {
+    async search(db, table, column, query, { where, limit }) {
       const words = searchWords(query);
       if (!words.length) return [];
       const vector = sql.ref(`t.${vectorColumn(column)}`);

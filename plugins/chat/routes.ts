@@ -1,6 +1,4 @@
-import { Readable } from 'node:stream';
-import { actingUserId, defineRoute, HttpProblem, identitySchemas as s, problemBody, problems, reply, z, type FieldError, type Principal } from '../../kernel/plugin-api.ts';
-import type { Logger } from 'pino';
+import { actingUserId, defineRoute, eventStream, HttpProblem, identitySchemas as s, problems, reply, z, type FieldError, type Principal, type ServerSentEvent } from '../../kernel/plugin-api.ts';
 import type { AgentToolRunner } from '../agent_tools/public.ts';
 import type { ChatMessage, LlmMesh, ToolDefinition } from '../llm_mesh/public.ts';
 import { agentLoop, type AgentEvent } from './agent-loop.ts';
@@ -52,8 +50,6 @@ const replySchema = z
   })
   .meta({ id: 'ChatReply' });
 
-const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
-
 /** The model's view of the conversation: the system prompt, then every stored turn. */
 function historyOf(conversation: Conversation, stored: StoredMessage[]): ChatMessage[] {
   return [
@@ -80,7 +76,7 @@ export function chatRoutes({ store, mesh, tools, maxToolSteps }: ChatRouteDeps) 
     body.tools.forEach((name, i) => {
       if (!offered.has(name)) errors.push({ path: `body.tools.${i}`, message: `no agent tool "${name}" you may call here` });
     });
-    if (errors.length) throw problems.badRequest(errors.map((e) => `${e.path}: ${e.message}`).join('; '), errors);
+    if (errors.length) throw problems.invalidFields(errors);
   }
 
   return [
@@ -168,34 +164,21 @@ export function chatRoutes({ store, mesh, tools, maxToolSteps }: ChatRouteDeps) 
           }
           throw new HttpProblem(502, 'the reply ended without an answer');
         }
-        // The first event is awaited before answering: a refusal before any text is a problem answer.
-        const first = await events.next();
-        return reply(200, Readable.from(sseOf(first, events, keep, requestId, log)), { 'Content-Type': 'text/event-stream; charset=utf-8', 'X-Accel-Buffering': 'no' });
+        return eventStream(replyEvents(events, keep), { requestId, log, failed: 'the reply failed midway' });
       },
     }),
   ];
 }
 
-/** The SSE body of a streamed reply; the exchange is kept when its `done` comes. */
-async function* sseOf(first: IteratorResult<AgentEvent>, rest: AsyncGenerator<AgentEvent>, keep: (done: Extract<AgentEvent, { type: 'done' }>) => Promise<void>, requestId: string, log: Logger): AsyncGenerator<string> {
-  let next = first;
-  try {
-    while (!next.done) {
-      const event = next.value;
-      if (event.type === 'done') {
-        await keep(event);
-        yield sse('done', event.reply);
-      } else {
-        const { type, ...data } = event;
-        yield sse(type, data);
-      }
-      next = await rest.next();
+/** A streamed reply's events as they happen; the exchange is kept when its `done` comes. */
+async function* replyEvents(events: AsyncIterable<AgentEvent>, keep: (done: Extract<AgentEvent, { type: 'done' }>) => Promise<void>): AsyncGenerator<ServerSentEvent> {
+  for await (const event of events) {
+    if (event.type === 'done') {
+      await keep(event);
+      yield { event: 'done', data: event.reply };
+    } else {
+      const { type, ...data } = event;
+      yield { event: type, data };
     }
-  } catch (err) {
-    if (!(err instanceof HttpProblem)) log.error({ err }, 'a streamed chat reply failed');
-    yield sse('error', problemBody(err instanceof HttpProblem ? err : new HttpProblem(502, 'the reply failed midway'), requestId));
-  } finally {
-    // A client gone mid-reply destroys this body: the agent loop (and the model's stream) stops too.
-    await rest.return(undefined);
   }
 }

@@ -17,6 +17,7 @@ export type DocumentType = keyof typeof DOCUMENT_TYPES;
 const TEXT_TYPES = new Set<DocumentType>(['text/plain', 'text/markdown', 'text/html', 'text/csv']);
 const PDF_MAGIC = Buffer.from('%PDF-');
 const ZIP_MAGIC = Buffer.from([0x50, 0x4b, 0x03, 0x04]);
+const startsWith = (file: Buffer, magic: Buffer) => file.subarray(0, magic.length).equals(magic);
 
 const unsupported = (what: string) =>
   new HttpProblem(415, `${what}: send text, Markdown, HTML, CSV, PDF or DOCX (${Object.values(DOCUMENT_TYPES).flat().join(', ')})`);
@@ -32,7 +33,7 @@ function claimedType(filename: string, mimeType: string): DocumentType | null {
 
 /** Text that is what it claims: UTF-8 (a BOM dropped), no NUL byte, no binary file's signature. */
 function decodeText(file: Buffer): string {
-  if (file.subarray(0, 5).equals(PDF_MAGIC) || file.subarray(0, 4).equals(ZIP_MAGIC) || file.includes(0)) throw new HttpProblem(415, 'the file claims to be text but its bytes are binary (a disguised file)');
+  if (startsWith(file, PDF_MAGIC) || startsWith(file, ZIP_MAGIC) || file.includes(0)) throw new HttpProblem(415, 'the file claims to be text but its bytes are binary (a disguised file)');
   try {
     return new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(file);
   } catch {
@@ -59,14 +60,14 @@ export async function extractDocument(file: Buffer, filename: string, mimeType: 
   if (!type) throw unsupported(`cannot read "${mimeType || 'an unnamed type'}"`);
   let text: string;
   if (type === 'application/pdf') {
-    if (!file.subarray(0, 5).equals(PDF_MAGIC)) throw new HttpProblem(415, 'the file claims to be a PDF but does not start as one (a disguised file)');
+    if (!startsWith(file, PDF_MAGIC)) throw new HttpProblem(415, 'the file claims to be a PDF but does not start as one (a disguised file)');
     try {
       text = (await extractText(new Uint8Array(file), { mergePages: true })).text;
     } catch (err) {
       throw problems.unprocessable(`the PDF cannot be read: ${String((err as Error).message).slice(0, 200)}`);
     }
   } else if (!TEXT_TYPES.has(type)) {
-    if (!file.subarray(0, 4).equals(ZIP_MAGIC)) throw new HttpProblem(415, 'the file claims to be a DOCX but is not a ZIP package (a disguised file)');
+    if (!startsWith(file, ZIP_MAGIC)) throw new HttpProblem(415, 'the file claims to be a DOCX but is not a ZIP package (a disguised file)');
     try {
       text = (await mammoth.extractRawText({ buffer: file })).value;
     } catch (err) {

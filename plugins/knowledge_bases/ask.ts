@@ -1,6 +1,7 @@
 import type { LlmMesh, MeshCaller } from '../llm_mesh/public.ts';
 import type { KnowledgeBase } from './kb-store.ts';
-import type { SearchHit, Searcher } from './search.ts';
+import type { KnowledgeSearchHit } from './public.ts';
+import type { Searcher } from './search.ts';
 
 export interface Source {
   n: number;
@@ -38,7 +39,7 @@ const excerpt = (text: string) => (text.length > EXCERPT_CHARS ? `${text.slice(0
 export async function ask(mesh: LlmMesh, searcher: Searcher, caller: MeshCaller, base: KnowledgeBase, question: { text: string; connection_id: number; model?: string; top_k: number }): Promise<Answer> {
   const { items, relevant } = await searcher.search(caller, base, question.text, question.top_k, base.embedding ? 'hybrid' : 'keyword');
   if (!relevant || !items.length) return { answer: NOTHING_FOUND, sources: [], grounded: false, cost_usd: 0 };
-  const sources = items.map((hit: SearchHit, i) => ({ n: i + 1, document_id: hit.document_id, document_name: hit.document_name, chunk_id: hit.chunk_id, excerpt: excerpt(hit.text), text: hit.text }));
+  const sources = items.map((hit: KnowledgeSearchHit, i) => ({ n: i + 1, document_id: hit.document_id, document_name: hit.document_name, chunk_id: hit.chunk_id, excerpt: excerpt(hit.text), text: hit.text }));
   const context = sources.map((s) => `[${s.n}] (${s.document_name})\n${s.text}`).join('\n\n');
   const completion = await mesh.complete(caller, {
     connection_id: question.connection_id,

@@ -1,4 +1,4 @@
-import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, reply, z, type FieldError } from '../../kernel/plugin-api.ts';
+import { definePlugin, defineRoute, identitySchemas as s, kernelServices, problems, reply, z, type FieldError, type Principal } from '../../kernel/plugin-api.ts';
 import { KNOWLEDGE_DOCUMENT_DELETED, knowledgeDocuments, type KnowledgeDocumentDeletedEvent } from '../knowledge/public.ts';
 import { llmMesh } from '../llm_mesh/public.ts';
 import { pipelineRuns, runKinds } from '../pipeline/public.ts';
@@ -64,7 +64,7 @@ export default definePlugin({
     const read = { security: 'bearer', orgScoped: true, capability: 'knowledge.read' } as const;
     const write = { security: 'bearer', orgScoped: true, capability: 'knowledge.write' } as const;
     const idParams = s.idParam('id');
-    const callerOf = (input: { orgId: number; principal: any; requestId: string }, projectId: number) => ({ orgId: input.orgId, principal: input.principal, projectId, requestId: input.requestId });
+    const callerOf = (input: { orgId: number; principal: Principal; requestId: string }, projectId: number) => ({ orgId: input.orgId, principal: input.principal, projectId, requestId: input.requestId });
 
     return {
       routes: [
@@ -89,7 +89,7 @@ export default definePlugin({
             const errors: FieldError[] = [];
             if (!(await projects.exists(orgId, body.project_id))) errors.push({ path: 'body.project_id', message: 'no such project in this organization' });
             if (body.embedding && !(await mesh.connection(orgId, body.embedding.connection_id))) errors.push({ path: 'body.embedding.connection_id', message: 'no such LLM connection in this organization' });
-            if (errors.length) throw problems.badRequest(errors.map((e) => `${e.path}: ${e.message}`).join('; '), errors);
+            if (errors.length) throw problems.invalidFields(errors);
             const base = await store.create(orgId, body, principal.userId);
             await audit.record({ action: 'knowledge_bases.create', targetType: 'knowledge_base', targetId: base.id });
             return reply(201, base);
@@ -143,7 +143,7 @@ export default definePlugin({
             const base = await store.get(orgId, params.id);
             const found = await Promise.all(body.document_ids.map((id) => documents.get(orgId, id)));
             const errors = found.flatMap((d, i) => (d ? [] : [{ path: `body.document_ids.${i}`, message: 'no such document in this organization' }]));
-            if (errors.length) throw problems.badRequest(errors.map((e) => `${e.path}: ${e.message}`).join('; '), errors);
+            if (errors.length) throw problems.invalidFields(errors);
             await store.addDocuments(base.id, found.map((d) => ({ id: d!.id, name: d!.name })));
             const run = await runs.start(orgId, { kind: INDEX_KIND, project_id: base.project_id, trigger: 'manual', payload: { kb_id: base.id } }, principal);
             await audit.record({ action: 'knowledge_bases.documents.add', targetType: 'knowledge_base', targetId: base.id, details: { document_ids: body.document_ids, run_id: run.id } });

@@ -109,9 +109,23 @@ export class KnowledgeBaseStore {
     });
   }
 
-  /** A document deleted from the organization: out of every base of it. */
+  /** A document deleted from the organization: out of every base of it, with its passages, in one transaction. */
   async forgetDocument(orgId: number, documentId: number): Promise<void> {
-    for (const base of await this.list(orgId)) await this.removeDocument(base.id, documentId);
+    await this.storage.transaction(async (trx) => {
+      const holding = (
+        await trx
+          .selectFrom('knowledge_bases_documents as d')
+          .innerJoin('knowledge_bases as b', 'b.id', 'd.kb_id')
+          .select('d.kb_id')
+          .where('b.org_id', '=', orgId)
+          .where('d.document_id', '=', documentId)
+          .execute()
+      ).map((row: { kb_id: number }) => Number(row.kb_id));
+      if (!holding.length) return;
+      await trx.deleteFrom('knowledge_bases_chunks').where('document_id', '=', documentId).where('kb_id', 'in', holding).execute();
+      await trx.deleteFrom('knowledge_bases_documents').where('document_id', '=', documentId).where('kb_id', 'in', holding).execute();
+      await trx.updateTable('knowledge_bases').set({ updated_at: this.storage.now() }).where('id', 'in', holding).execute();
+    });
   }
 
   async pending(kbId: number): Promise<BaseDocument[]> {
@@ -150,14 +164,14 @@ export class KnowledgeBaseStore {
     return ids.flatMap((id) => byId.get(id) ?? []);
   }
 
-  /** Every passage's vector of a base (for vector search). */
-  async vectors(kbId: number): Promise<{ id: number; embedding: number[] }[]> {
-    const rows = await this.storage.db.selectFrom('knowledge_bases_chunks').select(['id', 'embedding']).where('kb_id', '=', kbId).where('embedding', 'is not', null).execute();
+  /** Every passage's vector of a base (for vector search), read as a long read (on SQLite, off the event loop). */
+  async vectors(orgId: number, kbId: number): Promise<{ id: number; embedding: number[] }[]> {
+    const rows = await this.storage.longReads(orgId).selectFrom('knowledge_bases_chunks').select(['id', 'embedding']).where('kb_id', '=', kbId).where('embedding', 'is not', null).execute();
     return rows.map((r: Record<string, any>) => ({ id: Number(r.id), embedding: JSON.parse(r.embedding) }));
   }
 
-  /** Passages matching the query's words, best first (the database's full-text engine). */
-  keyword(kbId: number, query: string, limit: number) {
-    return this.storage.fullText.search('knowledge_bases_chunks', 'text', query, { where: { kb_id: kbId }, limit });
+  /** Passages matching the query's words, best first (the database's full-text engine, as a long read). */
+  keyword(orgId: number, kbId: number, query: string, limit: number) {
+    return this.storage.fullText.search(this.storage.longReads(orgId), 'knowledge_bases_chunks', 'text', query, { where: { kb_id: kbId }, limit });
   }
 }

@@ -61,6 +61,8 @@ const costOf = (record: ConnectionRecord, model: string, usage: TokenUsage) => {
 
 /** Roughly four characters a token (OpenAI's rule of thumb): what a rate limit in tokens counts before the call. */
 const estimatedTokens = (chars: number) => Math.ceil(chars / 4);
+/** What a completion spends of a tokens-per-minute limit before it is made: its prompt's estimate plus max_tokens, as OpenAI's own limiter counts. */
+const completionTokens = (messages: ChatMessage[], maxTokens: number | undefined) => estimatedTokens(messages.reduce((n, m) => n + (m.content?.length ?? 0), 0)) + (maxTokens ?? 0);
 
 /** A provider's failure as the caller's answer: the peer's status and message, never the request (which holds the key). */
 function providerProblem(record: ConnectionRecord, err: unknown): HttpProblem {
@@ -87,23 +89,24 @@ export class Mesh implements LlmMesh {
   async complete(caller: MeshCaller, request: MeshCompletionRequest): Promise<MeshCompletion> {
     const prepared = await this.prepare(caller, request.connection_id, request.model, 'completion');
     const { messages, outcomes } = await this.checkPrompt(caller, prepared, request.messages, false);
-    await this.withinLimits(caller, prepared, 'completion', false, estimatedTokens(messages.reduce((n, m) => n + (m.content?.length ?? 0), 0)) + (request.max_tokens ?? 0));
+    await this.withinLimits(caller, prepared, 'completion', false, completionTokens(messages, request.max_tokens));
+    const prompt = promptText(messages);
     let completion: Completion;
     try {
       completion = await prepared.provider.complete(prepared.connection, { ...request, model: prepared.model, messages });
     } catch (err) {
-      throw await this.failed(caller, prepared, 'completion', false, err, outcomes, promptText(messages));
+      throw await this.failed(caller, prepared, 'completion', false, err, outcomes, prompt);
     }
     const answer = this.checkAnswer(prepared, completion.message.content ?? '');
-    if (answer.problem) throw await this.rejectedAnswer(caller, prepared, completion, false, [...outcomes, ...answer.outcomes], promptText(messages), answer.problem);
+    if (answer.problem) throw await this.rejectedAnswer(caller, prepared, completion, false, [...outcomes, ...answer.outcomes], prompt, answer.problem);
     const message = { ...completion.message, content: completion.message.content === null ? null : answer.text };
-    return this.finish(caller, prepared, { ...completion, message }, false, [...outcomes, ...answer.outcomes], promptText(messages));
+    return this.finish(caller, prepared, { ...completion, message }, false, [...outcomes, ...answer.outcomes], prompt);
   }
 
   async stream(caller: MeshCaller, request: MeshCompletionRequest): Promise<AsyncIterable<MeshChunk>> {
     const prepared = await this.prepare(caller, request.connection_id, request.model, 'completion');
     const { messages, outcomes } = await this.checkPrompt(caller, prepared, request.messages, true);
-    await this.withinLimits(caller, prepared, 'completion', true, estimatedTokens(messages.reduce((n, m) => n + (m.content?.length ?? 0), 0)) + (request.max_tokens ?? 0));
+    await this.withinLimits(caller, prepared, 'completion', true, completionTokens(messages, request.max_tokens));
     const chunks = prepared.provider.stream(prepared.connection, { ...request, model: prepared.model, messages });
     return this.checkedStream(caller, prepared, chunks, outcomes, promptText(messages));
   }

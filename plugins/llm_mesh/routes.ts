@@ -1,5 +1,4 @@
-import { Readable } from 'node:stream';
-import { defineRoute, HttpProblem, identitySchemas as s, kernelServices, OutboundRefusedError, problemBody, problems, reply, z, type FieldError, type ServiceType } from '../../kernel/plugin-api.ts';
+import { defineRoute, eventStream, identitySchemas as s, kernelServices, OutboundRefusedError, problems, reply, z, type FieldError, type ServerSentEvent, type ServiceType } from '../../kernel/plugin-api.ts';
 import type { ProjectCatalog } from '../projects/public.ts';
 import { USAGE_GROUPS, type CallLog } from './call-log.ts';
 import { answerOf, connectionConfigSchema, rateLimitsSchema, type ConnectionRecord, type ConnectionStore, type ConnectionWrite } from './connection-store.ts';
@@ -107,9 +106,6 @@ const completionSchema = z
   })
   .meta({ id: 'LlmCompletion' });
 
-/** One Server-Sent Event. */
-const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
-
 export function meshRoutes({ connections, providers, mesh, calls, quotas, projects, vault, outbound }: MeshRouteDeps) {
   /** A connection's body checked against what is offered here: its provider, its base URL, its key, its patterns. */
   async function checked(orgId: number, body: z.output<typeof connectionBody>, current: ConnectionRecord | null, apiKey: string | null | undefined): Promise<ConnectionWrite> {
@@ -129,7 +125,7 @@ export function meshRoutes({ connections, providers, mesh, calls, quotas, projec
     const { default_model: defaultModel, models } = body.config;
     if (defaultModel !== null && models.length && !models.includes(defaultModel)) errors.push({ path: 'body.config.default_model', message: 'not one of models' });
     errors.push(...patternErrors(body.guardrails, 'body.guardrails'));
-    if (errors.length) throw problems.badRequest(errors.map((e) => `${e.path}: ${e.message}`).join('; '), errors);
+    if (errors.length) throw problems.invalidFields(errors);
     const { api_key: _key, ...config } = body.config;
     return { name: body.name, provider: body.provider, config, api_key_sealed: sealed, guardrails: body.guardrails, rate_limits: body.rate_limits, log_prompts: body.log_prompts };
   }
@@ -249,14 +245,11 @@ export function meshRoutes({ connections, providers, mesh, calls, quotas, projec
         429: { description: 'A quota is spent, or a rate limit reached' },
         502: { description: 'The provider failed' },
       },
-      handler: async ({ body, orgId, principal, requestId }) => {
+      handler: async ({ body, orgId, principal, requestId, log }) => {
         const caller = await callerOf({ orgId, principal, requestId }, body.project_id);
         const { stream, project_id: _project, ...request } = body;
         if (!stream) return mesh.complete(caller, request);
-        const chunks = (await mesh.stream(caller, request))[Symbol.asyncIterator]();
-        // The first piece is awaited before answering: a provider that refuses the call is a problem answer, not a stream.
-        const first = await chunks.next();
-        return reply(200, Readable.from(events(first, chunks, requestId)), { 'Content-Type': 'text/event-stream; charset=utf-8', 'X-Accel-Buffering': 'no' });
+        return eventStream(completionEvents(await mesh.stream(caller, request)), { requestId, log, failed: 'the completion failed midway' });
       },
     }),
     defineRoute({
@@ -291,7 +284,7 @@ export function meshRoutes({ connections, providers, mesh, calls, quotas, projec
         if (body.scope === 'project' && body.scope_id !== null && !(await projects.exists(orgId, body.scope_id))) errors.push({ path: 'body.scope_id', message: 'no such project in this organization' });
         if (body.scope === 'connection' && body.scope_id !== null) await connections.get(orgId, body.scope_id).catch(() => errors.push({ path: 'body.scope_id', message: 'no such LLM connection in this organization' }));
         if (body.period === 'rolling_days' && body.days === null) errors.push({ path: 'body.days', message: 'required for rolling_days' });
-        if (errors.length) throw problems.badRequest(errors.map((e) => `${e.path}: ${e.message}`).join('; '), errors);
+        if (errors.length) throw problems.invalidFields(errors);
         const quota = await quotas.create(orgId, body, principal.userId);
         await audit.record({ action: 'llm_mesh.quota.create', targetType: 'llm_quota', targetId: quota.id, details: { scope: quota.scope, scope_id: quota.scope_id, amount_usd: quota.amount_usd } });
         return reply(201, await quotas.withSpending(orgId, quota));
@@ -346,20 +339,7 @@ export function meshRoutes({ connections, providers, mesh, calls, quotas, projec
   ];
 }
 
-/** The SSE body of a streamed completion: its deltas, then `done`, or `error` with a problem should it fail midway. */
-async function* events(first: IteratorResult<MeshChunk>, rest: AsyncIterator<MeshChunk>, requestId: string): AsyncGenerator<string> {
-  let next = first;
-  try {
-    while (!next.done) {
-      const chunk = next.value;
-      yield chunk.type === 'delta' ? sse('delta', { text: chunk.text }) : sse('done', chunk.completion);
-      next = await rest.next();
-    }
-  } catch (err) {
-    const problem = err instanceof HttpProblem ? err : new HttpProblem(502, 'the completion failed midway');
-    yield sse('error', problemBody(problem, requestId));
-  } finally {
-    // A client gone mid-stream destroys this body: the completion's stream (and the provider's request) ends too.
-    await rest.return?.(undefined);
-  }
+/** A streamed completion's events: its deltas, then `done` with the whole completion. */
+async function* completionEvents(chunks: AsyncIterable<MeshChunk>): AsyncGenerator<ServerSentEvent> {
+  for await (const chunk of chunks) yield chunk.type === 'delta' ? { event: 'delta', data: { text: chunk.text } } : { event: 'done', data: chunk.completion };
 }

@@ -29,7 +29,7 @@ export function checkColumns(catalog: DatasetCatalog, principal: Principal, data
     else if (features.indexOf(name) !== i) errors.push({ path, message: 'is named twice' });
     else if (!FEATURE_TYPES.has(column.type)) errors.push({ path, message: `a ${column.type} column cannot be a feature (use integer, number, string or boolean)` });
   });
-  if (errors.length) throw problems.badRequest(errors.map((e) => `${e.path}: ${e.message}`).join('; '), errors);
+  if (errors.length) throw problems.invalidFields(errors);
   // A class is shown to every reader of the model (metrics' confusion matrix, predictions,
   // probabilities): a PII column's values would reach people who may not see them.
   if (task === 'classification' && targetColumn?.pii) throw problems.badRequest(`${target} is a PII column: its values cannot be a classification's classes`, [{ path: 'body.target', message: 'is a PII column' }]);

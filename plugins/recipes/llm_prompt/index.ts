@@ -17,7 +17,7 @@ async function start(mesh: LlmMesh, { orgId, params, inputs }: HandledRecipeScop
   }
   const output = params.output_column ?? 'llm_output';
   if (input.columns.some((c) => c.name === output)) errors.push({ path: 'body.params.output_column', message: `dataset ${input.name} already has a column ${output}` });
-  if (errors.length) throw problems.badRequest(errors.map((e) => `${e.path}: ${e.message}`).join('; '), errors);
+  if (errors.length) throw problems.invalidFields(errors);
   const columns: DataColumn[] = [...input.columns.map(({ name, type }) => ({ name, type })), { name: output, type: 'string' }];
   return { output, placeholders, columns };
 }

@@ -32,7 +32,7 @@ async function start(models: RegistryModels, { orgId, params, inputs }: HandledR
     if (name && input.columns.some((c) => c.name === name)) errors.push({ path: `body.params.${field}`, message: `dataset ${input.name} already has a column ${name}` });
   }
   if (probabilities && signature.task !== 'classification') errors.push({ path: 'body.params.probabilities', message: 'a regression model has no class probabilities' });
-  if (errors.length) throw problems.badRequest(errors.map((e) => `${e.path}: ${e.message}`).join('; '), errors);
+  if (errors.length) throw problems.invalidFields(errors);
   const columns: DataColumn[] = [
     ...input.columns.map(({ name, type }) => ({ name, type })),
     { name: output, type: signature.task === 'regression' ? 'number' : 'string' },
