@@ -1,4 +1,5 @@
 import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
+import ajvFormats from 'ajv-formats';
 import type { FieldError } from './problem.ts';
 
 /** Where parameters fail a schema, as field errors under `location` (`body.params.field`); empty when valid. */
@@ -11,6 +12,8 @@ export type ParamsCheck = (params: unknown, location: string) => FieldError[];
  * (an agent tool's "a name or an id"): allowed, rather than warned about on stderr.
  */
 const ajv = new Ajv2020({ allErrors: true, addUsedSchema: false, allowUnionTypes: true });
+// `format` is checked (date, date-time, email, uri…), not refused as an unknown keyword.
+ajvFormats.default(ajv); // a CommonJS module: its plugin is its `default` as well as itself
 
 /**
  * Compiles the JSON Schema of a contribution's parameters (a recipe type's, a step type's, a card type's config) with
@@ -32,4 +35,18 @@ function fieldError(error: ErrorObject, location: string): FieldError {
   const named = error.params.missingProperty ?? error.params.additionalProperty;
   if (typeof named === 'string') segments.push(named);
   return { path: [location, ...segments].join('.'), message: error.message ?? 'is invalid' };
+}
+
+/**
+ * Checks `value` against a schema made for this one check (an API Service endpoint's request body,
+ * described anew each call): compiled, used, then dropped from ajv's cache, which would otherwise
+ * keep every such schema for the life of the process.
+ */
+export function checkOnce(schema: Record<string, unknown>, value: unknown, location: string): FieldError[] {
+  const validate = ajv.compile(schema);
+  try {
+    return validate(value) ? [] : (validate.errors ?? []).map((error) => fieldError(error, location));
+  } finally {
+    ajv.removeSchema(schema);
+  }
 }

@@ -294,7 +294,7 @@ export { WorkAborted, type WorkContext } from './work/work-runner.ts';
 export type { WorkItem, WorkProgress, WorkStatus, WorkEndReason } from './work/work-store.ts';
 export type { DomainEvents, SubscribeOptions } from './events/domain-events.ts';
 export type { PlatformEvent, NewEvent, EventQuery } from './events/event-store.ts';
-export { compileParams, type ParamsCheck } from './json-schema.ts';
+export { checkOnce, compileParams, type ParamsCheck } from './json-schema.ts';
 export { OfferedContributions } from './registry/offered-contributions.ts';
 export { csvLines } from './csv.ts';
 export { RELEASE } from './release.ts';

@@ -12,6 +12,9 @@ export interface ToolContext {
   requestId?: string;
 }
 
+/** What a tool runs with: its caller's context, and where its arguments sit in the caller's request (`body.arguments`; `arguments` in a chat), to name a field it refuses. */
+export type ToolRunContext = ToolContext & { argumentsAt: string };
+
 /** A tool an agent may call, contributed to `agent_tools.tools` from code. */
 export interface AgentToolContribution<A = any> {
   /** Unique across plugins; what a model calls it by. */
@@ -23,7 +26,7 @@ export interface AgentToolContribution<A = any> {
   /** A capability the caller must hold to call it (the tool's own checks still apply). */
   capability?: string;
   /** Runs with the caller's rights; answers what goes back to the model (JSON). */
-  run(args: A, context: ToolContext): Promise<unknown>;
+  run(args: A, context: ToolRunContext): Promise<unknown>;
 }
 
 /** A tool contributed from code, its `run` typed by its arguments. */

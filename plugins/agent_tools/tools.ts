@@ -41,7 +41,7 @@ export class Tools implements AgentToolRunner {
     // Which arguments were given, never their values (a message, a phone number, a query's text).
     const given = typeof args === 'object' && args !== null ? Object.keys(args) : [];
     try {
-      const result = await tool.run(args, context);
+      const result = await tool.run(args, { ...context, argumentsAt: location });
       await context.audit.record({ action: 'agent_tools.invoke', targetType: 'agent_tool', targetId: name, details: { arguments: given } });
       return result;
     } catch (err) {

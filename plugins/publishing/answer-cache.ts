@@ -7,6 +7,9 @@ import type { Endpoint } from './endpoints.ts';
 /** Bytes of answers one instance keeps at most (their JSON text, counted twice for UTF-16); the least recently used go first. */
 export const ANSWER_CACHE_BYTES = 64 * 1024 * 1024;
 
+/** Shared parts whose ids are remembered at most (each endpoint's states: services, publishers, dataset versions). */
+const MAX_SHARED_IDS = 10_000;
+
 interface Entry {
   /** The answer as its JSON text: serialized once, when kept (its size is counted from it anyway). */
   answer: JsonText;
@@ -38,8 +41,15 @@ const cacheable = (endpoint: Endpoint): endpoint is CacheableEndpoint => (endpoi
 export class AnswerCache {
   private readonly entries = new Map<string, Entry>();
   private readonly running = new Map<string, Promise<unknown>>();
-  /** Per endpoint: the part of its answers' keys every input shares, and the objects it was made of. */
-  private readonly shared = new WeakMap<Endpoint, { parts: unknown[]; text: string }>();
+  /** Per endpoint: the part of its answers' keys every input shares (as its short id), and the objects it was made of. */
+  private readonly shared = new WeakMap<Endpoint, { parts: unknown[]; id: string }>();
+  /**
+   * The short id of each shared part's text. An answer's key is that id and the inputs, not the long
+   * text itself: a key is made anew and hashed on every call, and hashing the text was the largest
+   * cost of a cached answer. Ids are never reused, so a forgotten text can never reach another's answers.
+   */
+  private readonly idsOfShared = new Map<string, string>();
+  private nextSharedId = 0;
   private bytes = 0;
 
   constructor(
@@ -101,10 +111,20 @@ export class AnswerCache {
     if (!shared || !sameParts(shared.parts, parts)) {
       const datasets = reads.map(({ dataset, scopeKey }) => stateOf(dataset, scopeKey));
       const text = JSON.stringify([service.id, service.updated_at, endpoint.name, actingUserId(publisher), publisher.capabilities.has('datasets.pii.read'), datasets, fixed]);
-      this.shared.set(endpoint, (shared = { parts, text }));
+      this.shared.set(endpoint, (shared = { parts, id: this.idOfShared(text) }));
     }
-    // Two JSON texts one after the other: the first one's end is unambiguous.
-    return shared.text + JSON.stringify([input.source, input.values]);
+    // An id then a JSON text: the id's end (the text's opening bracket) is unambiguous.
+    return shared.id + JSON.stringify([input.source, input.values]);
+  }
+
+  private idOfShared(text: string): string {
+    let id = this.idsOfShared.get(text);
+    if (id === undefined) {
+      // Texts of states long gone (older dataset versions…) are dropped now and then; their answers age out.
+      if (this.idsOfShared.size >= MAX_SHARED_IDS) this.idsOfShared.clear();
+      this.idsOfShared.set(text, (id = (this.nextSharedId += 1).toString(36)));
+    }
+    return id;
   }
 
   private keep(key: string, answer: unknown, ttlSeconds: number): void {

@@ -16,6 +16,7 @@ import { publishingMigrations } from './migrations.ts';
 import { apiServiceCalls, dataApiKeys, publishedAssets } from './public.ts';
 import { apiServiceRoutes } from './routes.ts';
 import { serviceDocuments } from './service-openapi.ts';
+import { userCalls } from './user-calls.ts';
 import { ServiceStore } from './service-store.ts';
 import { UsageRecorder } from './usage.ts';
 import { usageRoutes } from './usage-routes.ts';
@@ -54,7 +55,11 @@ export default definePlugin({
     const usage = new UsageStore(storage);
     const recorder = new UsageRecorder(usage, config.API_USAGE_FLUSH_MS, logger, config.API_USAGE_RETENTION_DAYS);
     ctx.onDispose(() => recorder.stop());
-    ctx.provideService(apiServiceCalls, { call: recorder.counted(endpointCalls({ services, keys, delegation, rateLimits, run, answers: new AnswerCache({ catalog, sql }) })), openapi: serviceDocuments({ services, keys, delegation, catalog, sql, models }) });
+    ctx.provideService(apiServiceCalls, {
+      call: recorder.counted(endpointCalls({ services, keys, delegation, rateLimits, run, answers: new AnswerCache({ catalog, sql }) })),
+      openapi: serviceDocuments({ services, keys, delegation, catalog, sql, models }),
+      callAsUser: userCalls({ services, catalog, sql, models, run }),
+    });
     return { routes: [...apiServiceRoutes({ services, keys, catalog, projects: ctx.useService(projectCatalog), sql, models }), ...usageRoutes({ services, usage }), ...dryRunRoutes({ services, run }), ...assetRoutes(assets)] };
   },
 });

@@ -4,9 +4,11 @@
  */
 import { defineExtensionPoint, pluginServiceRef, z, type Maybe, type Principal } from '../../kernel/plugin-api.ts';
 import type { EndpointCall } from './calls.ts';
+import type { UserCall } from './user-calls.ts';
 
 export type { EndpointCall } from './calls.ts';
 export type { CallInput } from './call-input.ts';
+export type { UserCall } from './user-calls.ts';
 
 export interface ApiServiceCalls {
   /** Answers one call of an endpoint of a published API Service, or throws the problem (401 aside: the kernel's) the call meets. */
@@ -16,6 +18,13 @@ export interface ApiServiceCalls {
    * (GET /api/service/{key}/openapi.json), or the problem a call of it meets (404, 403).
    */
   openapi(serviceKey: string, principal: EndpointCall['principal']): Promise<Record<string, unknown>>;
+  /**
+   * Calls an endpoint of a published API Service of the organization as a signed-in user (an agent
+   * tool), with their rights and no fixed inputs; the input (a JSON body) is checked against the
+   * endpoint's OpenAPI description first (400 naming each field under `location`); 404 for a service
+   * not published here or an endpoint it lacks (naming those it has), 403 without `datasets.read`.
+   */
+  callAsUser(call: UserCall): Promise<unknown>;
 }
 
 export const apiServiceCalls = pluginServiceRef<ApiServiceCalls>('publishing.calls');

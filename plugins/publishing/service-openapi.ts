@@ -13,6 +13,7 @@ import type { DataColumnType } from '../../storage/index.ts';
 import { publisherOf, serviceOfKey, type CallDeps } from './calls.ts';
 import { type Endpoint, type LookupEndpoint, type ModelEndpoint, type SqlEndpoint } from './endpoints.ts';
 import type { FixedParams } from './key-store.ts';
+import { MAX_INPUT_TEXT } from './inputs.ts';
 import { MAX_BATCH_KEYS } from './lookup-endpoint.ts';
 
 type Schema = Record<string, unknown>;
@@ -36,9 +37,14 @@ const TYPE_SCHEMAS: Record<DataColumnType, Schema> = {
   json: {},
 };
 
+/** A value of a type, or an input of it: a text input is at most MAX_INPUT_TEXT characters, without a NUL (as calls check it). */
+const valueSchema = (type: DataColumnType, input = false): Schema => ({ ...TYPE_SCHEMAS[type], ...(input && TYPE_SCHEMAS[type].type === 'string' ? TEXT_INPUT : {}) });
+const TEXT_INPUT = { maxLength: MAX_INPUT_TEXT, pattern: '^[^\\u0000]*$' };
 /** A value a query string sends. */
-const valueSchema = (type: DataColumnType): Schema => ({ ...TYPE_SCHEMAS[type] });
-/** A value a JSON body sends, or an answer holds: of its type, or null. */
+const queryInput = (type: DataColumnType): Schema => valueSchema(type, true);
+/** A value a JSON body sends: of its type, or null. */
+const bodyInput = (type: DataColumnType): Schema => (type === 'json' ? {} : { ...valueSchema(type, true), type: [TYPE_SCHEMAS[type].type, 'null'] });
+/** A value an answer holds: of its type, or null. */
 const nullableSchema = (type: DataColumnType): Schema => (type === 'json' ? {} : { ...TYPE_SCHEMAS[type], type: [TYPE_SCHEMAS[type].type, 'null'] });
 const MASKED_SCHEMA: Schema = { enum: [PII_MASK, null], description: `Personal data, masked: ${PII_MASK}` };
 
@@ -66,7 +72,7 @@ async function sqlOperations(endpoint: SqlEndpoint, fixed: FixedParams, orgId: n
   const { config } = endpoint;
   if (Object.keys(fixed).some((name) => !config.params.some((p) => p.name === name))) return null;
   const params = config.params.filter((p) => !Object.hasOwn(fixed, p.name));
-  const inputSchema = (p: (typeof params)[number], schema: typeof valueSchema) => ({ ...schema(p.type), ...(p.default !== undefined ? { default: p.default } : {}) });
+  const inputSchema = (p: (typeof params)[number], schema: typeof queryInput) => ({ ...schema(p.type), ...(p.default !== undefined ? { default: p.default } : {}) });
   // A declared default stands in for a missing input: only a required input without one must be sent.
   const required = params.filter((p) => p.required && p.default === undefined).map((p) => p.name);
   const answer = object(
@@ -80,10 +86,10 @@ async function sqlOperations(endpoint: SqlEndpoint, fixed: FixedParams, orgId: n
   );
   const responses = { 200: { description: 'The rows', content: json(answer) }, ...CALL_ERRORS };
   return {
-    get: { summary: `Run ${endpoint.name} with inputs in the query string`, parameters: params.map((p) => ({ name: p.name, in: 'query', required: required.includes(p.name), schema: inputSchema(p, valueSchema) })), responses },
+    get: { summary: `Run ${endpoint.name} with inputs in the query string`, parameters: params.map((p) => ({ name: p.name, in: 'query', required: required.includes(p.name), schema: inputSchema(p, queryInput) })), responses },
     post: {
       summary: `Run ${endpoint.name} with inputs in a JSON body`,
-      requestBody: { required: true, content: json(object(Object.fromEntries(params.map((p) => [p.name, inputSchema(p, nullableSchema)])), required)) },
+      requestBody: { required: true, content: json(object(Object.fromEntries(params.map((p) => [p.name, inputSchema(p, bodyInput)])), required)) },
       responses,
     },
   };
@@ -112,7 +118,7 @@ async function lookupOperations(endpoint: LookupEndpoint, fixed: FixedParams, or
   const columns = new Map(dataset.columns.map((c) => [c.name, c]));
   if (Object.keys(fixed).some((name) => !columns.has(name))) return null;
   const keyColumns = config.keys.filter((name) => !Object.hasOwn(fixed, name)).flatMap((name) => columns.get(name) ?? []);
-  const key = object(Object.fromEntries(keyColumns.map((c) => [c.name, nullableSchema(c.type)])), keyColumns.map((c) => c.name));
+  const key = object(Object.fromEntries(keyColumns.map((c) => [c.name, bodyInput(c.type)])), keyColumns.map((c) => c.name));
   const answered = config.columns ? config.columns.flatMap((name) => columns.get(name) ?? []) : dataset.columns;
   const row = object(Object.fromEntries(answered.map((c) => [c.name, columnSchema(c, config.unmasked_columns, seesPii)])), answered.map((c) => c.name));
   const answerOf = (sent: Schema) => object({ key: sent, rows: rowsOf(row) }, ['key', 'rows']);
@@ -125,7 +131,7 @@ async function lookupOperations(endpoint: LookupEndpoint, fixed: FixedParams, or
   return {
     get: {
       summary: `Look up one key of ${endpoint.name} in the query string`,
-      parameters: keyColumns.map((c) => ({ name: c.name, in: 'query', required: true, schema: valueSchema(c.type) })),
+      parameters: keyColumns.map((c) => ({ name: c.name, in: 'query', required: true, schema: queryInput(c.type) })),
       responses: { 200: { description: 'The rows of the key', content: json(answerOf(sentAsText)) }, ...errors },
     },
     post: {
@@ -176,6 +182,25 @@ const DESCRIPTIONS: Record<Endpoint['kind'], string> = {
   function: 'Declared only: calling it answers 501.',
 };
 
+/**
+ * The operations (get, post) of one endpoint for a caller whose inputs `fixed` locks, reading with
+ * rights that do or do not see PII in clear; null when `fixed` names an input the endpoint does not take.
+ */
+export async function endpointOperations(deps: Omit<DocumentDeps, 'services' | 'keys' | 'delegation'>, endpoint: Endpoint, fixed: FixedParams, orgId: number, seesPii: boolean): Promise<Record<string, Operation> | null> {
+  const operations =
+    endpoint.kind === 'sql'
+      ? await sqlOperations(endpoint, fixed, orgId, seesPii, deps.sql)
+      : endpoint.kind === 'lookup'
+        ? await lookupOperations(endpoint, fixed, orgId, seesPii, deps.catalog)
+        : endpoint.kind === 'model'
+          ? await modelOperations(endpoint, fixed, orgId, deps.models)
+          : functionOperations(endpoint);
+  for (const [method, operation] of Object.entries(operations ?? {})) {
+    Object.assign(operation, { operationId: `${method}_${endpoint.name}`, description: `${DESCRIPTIONS[endpoint.kind]} Endpoint \`${endpoint.name}\` (${endpoint.kind}).` });
+  }
+  return operations;
+}
+
 /** The document of the service `serviceKey` as the key `principal` sees it; refusals are the calls' (404, 403). */
 export function serviceDocuments(deps: DocumentDeps) {
   return async (serviceKey: string, principal: ApiKeyPrincipal): Promise<Record<string, unknown>> => {
@@ -185,21 +210,9 @@ export function serviceDocuments(deps: DocumentDeps) {
     const paths: Record<string, Record<string, Operation>> = {};
     for (const endpoint of service.endpoints) {
       if (principal.allowed && !principal.allowed.has(endpoint.name)) continue;
-      const { fixed_params: fixed } = key;
-      const operations =
-        endpoint.kind === 'sql'
-          ? await sqlOperations(endpoint, fixed, principal.orgId, seesPii, deps.sql)
-          : endpoint.kind === 'lookup'
-            ? await lookupOperations(endpoint, fixed, principal.orgId, seesPii, deps.catalog)
-            : endpoint.kind === 'model'
-              ? await modelOperations(endpoint, fixed, principal.orgId, deps.models)
-              : functionOperations(endpoint);
+      const operations = await endpointOperations(deps, endpoint, key.fixed_params, principal.orgId, seesPii);
       // An endpoint the key's fixed parameters do not apply to refuses the key (403): not listed.
-      if (!operations) continue;
-      for (const [method, operation] of Object.entries(operations)) {
-        Object.assign(operation, { operationId: `${method}_${endpoint.name}`, description: `${DESCRIPTIONS[endpoint.kind]} Endpoint \`${endpoint.name}\` (${endpoint.kind}).` });
-      }
-      paths[`/${endpoint.name}`] = operations;
+      if (operations) paths[`/${endpoint.name}`] = operations;
     }
     return {
       openapi: '3.1.0',

@@ -12,9 +12,9 @@ interface Args {
 /** A model's answer stays small: this many rows at most. */
 const MAX_ROWS = 50;
 
-async function datasetNamed(catalog: DatasetCatalog, orgId: number, dataset: string | number): Promise<DatasetInfo> {
+async function datasetNamed(catalog: DatasetCatalog, orgId: number, dataset: string | number, argumentsAt: string): Promise<DatasetInfo> {
   const found = typeof dataset === 'number' ? await catalog.get(orgId, dataset) : (await catalog.findByNames(orgId, [dataset]))[0];
-  if (!found) throw problems.badRequest(`no dataset ${typeof dataset === 'number' ? dataset : `named "${dataset}"`} in this organization`, [{ path: 'body.arguments.dataset', message: 'not found' }]);
+  if (!found) throw problems.badRequest(`no dataset ${typeof dataset === 'number' ? dataset : `named "${dataset}"`} in this organization`, [{ path: `${argumentsAt}.dataset`, message: 'not found' }]);
   return found;
 }
 
@@ -40,8 +40,8 @@ export default definePlugin({
           required: ['dataset'],
           additionalProperties: false,
         },
-        async run(args, { orgId, principal }) {
-          const dataset = await datasetNamed(catalog, orgId, args.dataset);
+        async run(args, { orgId, principal, argumentsAt }) {
+          const dataset = await datasetNamed(catalog, orgId, args.dataset, argumentsAt);
           const limit = args.limit ?? 20;
           const page = await catalog.rows(principal, orgId, dataset.id, { limit, filter: args.filters, columns: args.columns?.join(',') });
           return { dataset: dataset.name, columns: page.columns, rows: page.rows, more: page.next_cursor !== null };

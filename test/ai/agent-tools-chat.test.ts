@@ -59,7 +59,7 @@ describe.each(DIALECTS)('agent tools and chat (%s)', (dialect) => {
   it('lists the tools in the function-calling format, to those who may call them', async () => {
     const res = await t.request('GET', '/api/agent-tools');
     expect(res.status, res.text).toBe(200);
-    expect(res.body.items.map((tool: any) => tool.function.name)).toEqual(['dataset_lookup', 'knowledge_search', 'send_to_workflow', 'send_whatsapp', 'sql_query']);
+    expect(res.body.items.map((tool: any) => tool.function.name)).toEqual(['call_api_service', 'dataset_lookup', 'knowledge_search', 'send_to_workflow', 'send_whatsapp', 'sql_query']);
     expect(res.body.items.find((tool: any) => tool.function.name === 'send_to_workflow')).toMatchObject({ type: 'function', function: { parameters: { type: 'object', required: ['message'] } } });
     const viewer = await t.userToken('viewer', `tools-viewer-${dialect}`);
     expectProblem(await t.request('GET', '/api/agent-tools', { token: viewer.token }), 403);

@@ -98,7 +98,7 @@ describe.each(DIALECTS)('per-service openapi.json (%s)', (dialect) => {
     // sql: query parameters typed, a default makes an input optional; the rows typed from the query's columns.
     const sqlGet = doc.paths['/by-region'].get;
     expect(sqlGet.parameters).toEqual([
-      { name: 'region', in: 'query', required: true, schema: { type: 'string' } },
+      { name: 'region', in: 'query', required: true, schema: { type: 'string', maxLength: 10_000, pattern: '^[^\\u0000]*$' } },
       { name: 'min_id', in: 'query', required: false, schema: { type: 'integer', default: 0 } },
     ]);
     expect(doc.paths['/by-region'].post.requestBody.content['application/json'].schema).toMatchObject({ type: 'object', required: ['region'], properties: { region: { type: ['string', 'null'] }, min_id: { type: ['integer', 'null'], default: 0 } } });
@@ -115,7 +115,7 @@ describe.each(DIALECTS)('per-service openapi.json (%s)', (dialect) => {
 
     // lookup: one query parameter per key column, a single key or a batch of at most 100 in a body.
     const lookup = doc.paths['/customer'];
-    expect(lookup.get.parameters).toEqual([{ name: 'region', in: 'query', required: true, schema: { type: 'string' } }]);
+    expect(lookup.get.parameters).toEqual([{ name: 'region', in: 'query', required: true, schema: { type: 'string', maxLength: 10_000, pattern: '^[^\\u0000]*$' } }]);
     const [single, batch] = lookup.post.requestBody.content['application/json'].schema.oneOf;
     expect(single).toMatchObject({ required: ['region'], properties: { region: { type: ['string', 'null'] } } });
     expect(batch.properties.keys).toMatchObject({ type: 'array', maxItems: 100, items: single });
