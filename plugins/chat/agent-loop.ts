@@ -1,7 +1,7 @@
 import { HttpProblem } from '../../kernel/plugin-api.ts';
 import type { AgentToolRunner, ToolContext } from '../agent_tools/public.ts';
 import type { ChatMessage, LlmMesh, MeshCaller, MeshCompletion, TokenUsage, ToolDefinition } from '../llm_mesh/public.ts';
-import type { StoredMessage } from './conversation-store.ts';
+import type { ChatSource, StoredMessage } from './conversation-store.ts';
 
 /** A tool call made during one reply, with what it answered or why it failed. */
 export interface MadeToolCall {
@@ -19,9 +19,12 @@ export interface AgentReply {
   model_calls: number;
   usage: TokenUsage;
   cost_usd: number;
+  /** What the reply was given to cite as [n] (the conversation's knowledge bases); empty without them. */
+  sources: ChatSource[];
 }
 
 export type AgentEvent =
+  | { type: 'sources'; sources: ChatSource[] }
   | { type: 'delta'; text: string }
   | { type: 'tool_call'; id: string; name: string; arguments: unknown }
   | { type: 'tool_result'; id: string; name: string; result?: unknown; error?: { status: number; detail: string } }
@@ -38,6 +41,8 @@ export interface AgentLoopInput {
   tools: ToolDefinition[];
   stream: boolean;
   maxToolSteps: number;
+  /** The sources the messages give the model to cite (told first, kept with the reply). */
+  sources: ChatSource[];
 }
 
 /** A tool's answer as the model reads it: JSON, cut at this many characters (a model's context is finite). */
@@ -62,6 +67,7 @@ export async function* agentLoop(mesh: LlmMesh, runner: AgentToolRunner, input: 
   const usage = { input_tokens: 0, output_tokens: 0 };
   let cost = 0;
   let modelCalls = 0;
+  if (input.sources.length) yield { type: 'sources', sources: input.sources };
   for (let step = 0; ; step++) {
     const offerTools = input.tools.length > 0 && step < input.maxToolSteps;
     const request = { connection_id: input.connectionId, model: input.model, messages, ...(offerTools ? { tools: input.tools } : {}) };
@@ -80,10 +86,12 @@ export async function* agentLoop(mesh: LlmMesh, runner: AgentToolRunner, input: 
     usage.output_tokens += completion.usage.output_tokens;
     cost += completion.cost_usd;
     const asked = offerTools ? (completion.message.tool_calls ?? []) : [];
-    turns.push({ role: 'assistant', content: completion.message.content, tool_calls: asked.length ? asked : null, tool_call_id: null, tool_name: null, usage: completion.usage });
+    // The reply (the turn asking no tools) keeps the sources its [n] point into.
+    const sources = !asked.length && input.sources.length ? input.sources : null;
+    turns.push({ role: 'assistant', content: completion.message.content, tool_calls: asked.length ? asked : null, tool_call_id: null, tool_name: null, usage: completion.usage, sources });
     messages.push({ role: 'assistant', content: completion.message.content, ...(asked.length ? { tool_calls: asked } : {}) });
     if (!asked.length) {
-      const reply: AgentReply = { message: { role: 'assistant', content: completion.message.content }, tool_calls: calls, model_calls: modelCalls, usage, cost_usd: cost };
+      const reply: AgentReply = { message: { role: 'assistant', content: completion.message.content }, tool_calls: calls, model_calls: modelCalls, usage, cost_usd: cost, sources: input.sources };
       yield { type: 'done', reply, turns };
       return;
     }
@@ -93,7 +101,7 @@ export async function* agentLoop(mesh: LlmMesh, runner: AgentToolRunner, input: 
       yield { type: 'tool_call', id: call.id, name: call.name, arguments: made.arguments };
       yield { type: 'tool_result', id: call.id, name: call.name, ...(made.error ? { error: made.error } : { result: made.result }) };
       const content = asText(made.error ? { error: made.error.detail, status: made.error.status } : made.result);
-      turns.push({ role: 'tool', content, tool_calls: null, tool_call_id: call.id, tool_name: call.name, usage: null });
+      turns.push({ role: 'tool', content, tool_calls: null, tool_call_id: call.id, tool_name: call.name, usage: null, sources: null });
       messages.push({ role: 'tool', content, tool_call_id: call.id });
     }
   }

@@ -9,6 +9,7 @@ export interface Conversation {
   model: string | null;
   system_prompt: string | null;
   tools: string[];
+  knowledge_base_ids: number[];
   created_at: string;
   updated_at: string;
 }
@@ -22,7 +23,19 @@ export interface StoredMessage {
   tool_call_id: string | null;
   tool_name: string | null;
   usage: TokenUsage | null;
+  /** The sources an assistant's reply was given to cite (a conversation with knowledge bases). */
+  sources: ChatSource[] | null;
   created_at: string;
+}
+
+/** A source a reply cites as [n]: a passage of a knowledge base, by its start. */
+export interface ChatSource {
+  n: number;
+  knowledge_base_id: number;
+  document_id: number;
+  document_name: string;
+  chunk_id: number;
+  excerpt: string;
 }
 
 /** Whose conversations: one user's, in one organization. */
@@ -38,6 +51,7 @@ const conversationOf = (row: Record<string, any>): Conversation => ({
   model: row.model,
   system_prompt: row.system_prompt,
   tools: JSON.parse(row.tools),
+  knowledge_base_ids: JSON.parse(row.knowledge_base_ids),
   created_at: row.created_at,
   updated_at: row.updated_at,
 });
@@ -50,6 +64,7 @@ const messageOf = (row: Record<string, any>): StoredMessage => ({
   tool_call_id: row.tool_call_id,
   tool_name: row.tool_name,
   usage: row.usage === null ? null : JSON.parse(row.usage),
+  sources: row.sources === null ? null : JSON.parse(row.sources),
   created_at: row.created_at,
 });
 
@@ -61,7 +76,7 @@ export class ConversationStore {
     const now = this.storage.now();
     const row = await this.storage.db
       .insertInto('chat_conversations')
-      .values({ org_id: owner.orgId, user_id: owner.userId, ...input, tools: JSON.stringify(input.tools), created_at: now, updated_at: now })
+      .values({ org_id: owner.orgId, user_id: owner.userId, ...input, tools: JSON.stringify(input.tools), knowledge_base_ids: JSON.stringify(input.knowledge_base_ids), created_at: now, updated_at: now })
       .returningAll()
       .executeTakeFirstOrThrow();
     return conversationOf(row);
@@ -103,6 +118,7 @@ export class ConversationStore {
             tool_call_id: turn.tool_call_id,
             tool_name: turn.tool_name,
             usage: turn.usage === null ? null : JSON.stringify(turn.usage),
+            sources: turn.sources === null ? null : JSON.stringify(turn.sources),
             created_at: now,
           })
           .execute();

@@ -37,4 +37,15 @@ export const chatMigrations: Record<string, Migration> = {
       await db.schema.dropTable('chat_conversations').execute();
     },
   },
+  '2026-12-03T0700_chat_grounding': {
+    async up({ db }) {
+      // The knowledge bases a conversation is grounded in (JSON ids), and the sources an assistant's reply cites.
+      await db.schema.alterTable('chat_conversations').addColumn('knowledge_base_ids', 'text', (c) => c.notNull().defaultTo('[]')).execute();
+      await db.schema.alterTable('chat_messages').addColumn('sources', 'text').execute();
+    },
+    async down({ db }) {
+      await db.schema.alterTable('chat_messages').dropColumn('sources').execute();
+      await db.schema.alterTable('chat_conversations').dropColumn('knowledge_base_ids').execute();
+    },
+  },
 };

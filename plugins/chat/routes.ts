@@ -3,12 +3,16 @@ import type { AgentToolRunner } from '../agent_tools/public.ts';
 import type { ChatMessage, LlmMesh, ToolDefinition } from '../llm_mesh/public.ts';
 import { agentLoop, type AgentEvent } from './agent-loop.ts';
 import type { Conversation, ConversationStore, Owner, StoredMessage } from './conversation-store.ts';
+import { groundingMessage, SOURCES_PER_MESSAGE, sourcesOf } from './grounding.ts';
+import type { ChatGrounding, GroundingPassage } from './public.ts';
 
 export interface ChatRouteDeps {
   store: ConversationStore;
   mesh: LlmMesh;
   tools: AgentToolRunner;
   maxToolSteps: number;
+  /** What grounds conversations in knowledge bases in the organization, when a plugin enabled there offers it. */
+  groundingIn(orgId: number): Promise<ChatGrounding | undefined>;
 }
 
 const base = { security: 'bearer', orgScoped: true, capability: 'chat.use' } as const;
@@ -21,12 +25,31 @@ const conversationBody = z
     model: z.string().min(1).max(200).nullable().default(null).describe('Default: the connection\u2019s default_model'),
     system_prompt: z.string().max(100_000).nullable().default(null),
     tools: z.array(z.string().max(64)).max(64).default([]).describe('Agent tools the assistant may call (GET /api/agent-tools), run with your rights'),
+    knowledge_base_ids: z
+      .array(s.recordId)
+      .max(16)
+      .default([])
+      .refine((ids) => new Set(ids).size === ids.length, 'lists a knowledge base twice')
+      .describe('Knowledge bases searched for each of your messages; the passages found are given to the assistant to cite as [n], and listed as the reply’s `sources`'),
   })
   .strict();
 
 const conversationSchema = z
-  .object({ id: z.number().int(), title: z.string(), connection_id: z.number().int(), model: z.string().nullable(), system_prompt: z.string().nullable(), tools: z.array(z.string()), created_at: z.string(), updated_at: z.string() })
+  .object({
+    id: z.number().int(),
+    title: z.string(),
+    connection_id: z.number().int(),
+    model: z.string().nullable(),
+    system_prompt: z.string().nullable(),
+    tools: z.array(z.string()),
+    knowledge_base_ids: z.array(z.number().int()),
+    created_at: z.string(),
+    updated_at: z.string(),
+  })
   .meta({ id: 'ChatConversation' });
+const sourceSchema = z
+  .object({ n: z.number().int(), knowledge_base_id: z.number().int(), document_id: z.number().int(), document_name: z.string(), chunk_id: z.number().int(), excerpt: z.string() })
+  .meta({ id: 'ChatSource', description: 'A passage of a knowledge base the reply cites as [n]' });
 const messageSchema = z
   .object({
     id: z.number().int(),
@@ -36,6 +59,7 @@ const messageSchema = z
     tool_call_id: z.string().nullable(),
     tool_name: z.string().nullable(),
     usage: z.object({ input_tokens: z.number().int(), output_tokens: z.number().int() }).nullable(),
+    sources: z.array(sourceSchema).nullable().describe('The sources an assistant’s reply cites as [n]'),
     created_at: z.string(),
   })
   .meta({ id: 'ChatMessage' });
@@ -47,6 +71,7 @@ const replySchema = z
     model_calls: z.number().int(),
     usage: z.object({ input_tokens: z.number().int(), output_tokens: z.number().int() }),
     cost_usd: z.number(),
+    sources: z.array(sourceSchema).describe('The passages of the conversation’s knowledge bases found for the message, which the reply cites as [n]; empty without knowledge bases, or when none was found'),
   })
   .meta({ id: 'ChatReply' });
 
@@ -58,7 +83,7 @@ function historyOf(conversation: Conversation, stored: StoredMessage[]): ChatMes
   ];
 }
 
-export function chatRoutes({ store, mesh, tools, maxToolSteps }: ChatRouteDeps) {
+export function chatRoutes({ store, mesh, tools, maxToolSteps, groundingIn }: ChatRouteDeps) {
   const ownerOf = (orgId: number, principal: Principal): Owner => ({ orgId, userId: actingUserId(principal)! });
 
   /** The conversation's tools as the caller may call them now, in the shape a model is given. */
@@ -76,7 +101,25 @@ export function chatRoutes({ store, mesh, tools, maxToolSteps }: ChatRouteDeps) 
     body.tools.forEach((name, i) => {
       if (!offered.has(name)) errors.push({ path: `body.tools.${i}`, message: `no agent tool "${name}" you may call here` });
     });
+    if (body.knowledge_base_ids.length) {
+      const grounding = await groundingIn(orgId);
+      if (!grounding) errors.push({ path: 'body.knowledge_base_ids', message: 'knowledge bases are not offered in this organization' });
+      else {
+        const refused = await grounding.refusals({ orgId, principal }, body.knowledge_base_ids);
+        body.knowledge_base_ids.forEach((id, i) => {
+          if (refused.has(id)) errors.push({ path: `body.knowledge_base_ids.${i}`, message: refused.get(id)! });
+        });
+      }
+    }
     if (errors.length) throw problems.invalidFields(errors);
+  }
+
+  /** The passages of the conversation's knowledge bases found for `message` (none without bases). */
+  async function passagesFor(conversation: Conversation, message: string, caller: { orgId: number; principal: Principal; requestId: string }): Promise<GroundingPassage[] | null> {
+    if (!conversation.knowledge_base_ids.length) return null;
+    const grounding = await groundingIn(caller.orgId);
+    if (!grounding) throw problems.unprocessable('this conversation searches knowledge bases, which are not offered in this organization any more: start a conversation without them');
+    return grounding.passages(caller, conversation.knowledge_base_ids, message, SOURCES_PER_MESSAGE);
   }
 
   return [
@@ -134,27 +177,30 @@ export function chatRoutes({ store, mesh, tools, maxToolSteps }: ChatRouteDeps) 
       path: '/conversations/{id}/messages',
       summary: 'Send a message',
       description:
-        'The assistant\u2019s reply after its agent loop: while the model asks for tools, each is run with your rights and its answer fed back, at most CHAT_MAX_TOOL_STEPS rounds. Every model call goes through the LLM mesh (guardrails, quotas, rate limits, traces). The reply lists the tool calls made. With `stream: true`, Server-Sent Events: `delta` {text}, `tool_call` {id, name, arguments}, `tool_result` {id, name, result | error}, then `done` (the reply) or `error` (a problem). The exchange is kept once the reply is complete.',
+        'The assistant\u2019s reply after its agent loop: while the model asks for tools, each is run with your rights and its answer fed back, at most CHAT_MAX_TOOL_STEPS rounds. Every model call goes through the LLM mesh (guardrails, quotas, rate limits, traces). The reply lists the tool calls made and, in a conversation with knowledge bases, the `sources` its [n] cite (the passages found for this message). With `stream: true`, Server-Sent Events: `sources` {sources} first when there are any, `delta` {text}, `tool_call` {id, name, arguments}, `tool_result` {id, name, result | error}, then `done` (the reply) or `error` (a problem). The exchange is kept once the reply is complete.',
       request: { params: idParams, body: z.object({ content: z.string().min(1).max(100_000), stream: z.boolean().default(false) }).strict() },
       responses: {
         200: { description: 'The reply, or its stream', content: { 'application/json': replySchema, 'text/event-stream': z.string() } },
+        422: { description: 'The conversation names knowledge bases, which are not offered in this organization any more' },
         429: { description: 'A quota is spent, or a rate limit reached' },
         502: { description: 'The model\u2019s provider failed' },
       },
       handler: async ({ params, body, orgId, principal, audit, requestId, log }) => {
         const conversation = await store.get(ownerOf(orgId, principal), params.id);
         const history = historyOf(conversation, await store.messages(conversation.id));
+        const passages = await passagesFor(conversation, body.content, { orgId, principal, requestId });
         const events = agentLoop(mesh, tools, {
           caller: { orgId, principal, requestId },
           toolContext: { orgId, principal, audit, requestId },
           connectionId: conversation.connection_id,
           model: conversation.model ?? undefined,
-          messages: [...history, { role: 'user', content: body.content }],
+          messages: [...history, ...(passages ? [groundingMessage(passages)] : []), { role: 'user', content: body.content }],
           tools: await toolsFor(conversation, orgId, principal),
           stream: body.stream,
           maxToolSteps,
+          sources: sourcesOf(passages ?? []),
         });
-        const userTurn = { role: 'user' as const, content: body.content, tool_calls: null, tool_call_id: null, tool_name: null, usage: null };
+        const userTurn = { role: 'user' as const, content: body.content, tool_calls: null, tool_call_id: null, tool_name: null, usage: null, sources: null };
         const keep = (event: Extract<AgentEvent, { type: 'done' }>) => store.append(conversation.id, [userTurn, ...event.turns]);
         if (!body.stream) {
           for await (const event of events) {

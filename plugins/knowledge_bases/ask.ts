@@ -1,6 +1,7 @@
 import type { LlmMesh, MeshCaller } from '../llm_mesh/public.ts';
 import type { KnowledgeBase } from './kb-store.ts';
 import type { KnowledgeSearchHit } from './public.ts';
+import { excerpt } from './retrieval.ts';
 import type { Searcher } from './search.ts';
 
 export interface Source {
@@ -21,15 +22,12 @@ export interface Answer {
 
 /** What `ask` answers when retrieval finds nothing relevant: said plainly, no model asked. */
 export const NOTHING_FOUND = 'I could not find anything about this in the knowledge base, so I cannot answer it from its documents.';
-const EXCERPT_CHARS = 300;
 
 const INSTRUCTIONS = [
   'You answer questions using only the numbered sources given with the question.',
   'After each statement, cite the sources it comes from as [n] (for example [1] or [2][3]).',
   'If the sources do not contain the answer, say that they do not, and do not answer from anything else.',
 ].join(' ');
-
-const excerpt = (text: string) => (text.length > EXCERPT_CHARS ? `${text.slice(0, EXCERPT_CHARS).trimEnd()}…` : text);
 
 /**
  * Retrieval-augmented answer: the best passages (hybrid search when the base has embeddings, else

@@ -4,6 +4,7 @@ import { llmMesh } from '../llm_mesh/public.ts';
 import { pipelineRuns, runKinds } from '../pipeline/public.ts';
 import { projectCatalog } from '../projects/public.ts';
 import { ask } from './ask.ts';
+import { passagesFor } from './grounding.ts';
 import { INDEX_KIND, indexingKind } from './indexing.ts';
 import { knowledgeSearch } from './public.ts';
 import { KnowledgeBaseStore } from './kb-store.ts';
@@ -54,6 +55,10 @@ export default definePlugin({
         const base = await store.get(orgId, kbId);
         return (await searcher.search({ orgId, principal, projectId: base.project_id }, base, query, topK, base.embedding ? 'hybrid' : 'keyword')).items;
       },
+      async existing(orgId, kbIds) {
+        return new Set((await store.list(orgId)).map((base) => base.id).filter((id) => kbIds.includes(id)));
+      },
+      passages: (caller, kbIds, query, topK) => passagesFor(store, searcher, caller, kbIds, query, topK),
     });
     events.subscribe('forget-deleted-documents', {
       types: [KNOWLEDGE_DOCUMENT_DELETED],

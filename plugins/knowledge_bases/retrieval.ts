@@ -20,3 +20,8 @@ export function reciprocalRankFusion(rankings: number[][]): { id: number; score:
   for (const ranking of rankings) ranking.forEach((id, index) => scores.set(id, (scores.get(id) ?? 0) + 1 / (RRF_K + index + 1)));
   return [...scores].map(([id, score]) => ({ id, score })).sort((a, b) => b.score - a.score || a.id - b.id);
 }
+
+const EXCERPT_CHARS = 300;
+
+/** A passage as a source cites it: its first EXCERPT_CHARS characters. */
+export const excerpt = (text: string) => (text.length > EXCERPT_CHARS ? `${text.slice(0, EXCERPT_CHARS).trimEnd()}…` : text);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS, startTestKernel, until, type TestKernel } from '../harness/index.ts';
 import { docxOf, formWith, pdfOf, zipOf } from '../harness/documents.ts';
 import { startOpenAiServer, type LlmServer } from '../harness/llm-servers.ts';
-import { expectProblem } from '../harness/answers.ts';
+import { expectProblem, sseEvents } from '../harness/answers.ts';
 
 const TOWERS = [
   'The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris. It was designed by the engineering company of Gustave Eiffel and completed in 1889 for the World\u2019s Fair.',
@@ -146,6 +146,94 @@ describe.each(DIALECTS)('knowledge (%s)', (dialect) => {
     const unknown = await t.request('POST', `/api/knowledge-bases/${keywordOnly.body.id}/ask`, { body: { question: 'What do zebras eat?', connection_id: connectionId } });
     expect(unknown.body).toMatchObject({ grounded: false, sources: [], answer: expect.stringMatching(/could not find/) });
     expect(openai.requests.length).toBe(before);
+  });
+
+  it('cancels an indexing run midway: documents done stay indexed, the rest stay pending for the next run, the provider\u2019s call is ended', async () => {
+    const created = await t.request('POST', '/api/knowledge-bases', { body: { project_id: projectId, name: 'Cancelled', embedding: { connection_id: connectionId, model: 'embed-test' } } });
+    const id = created.body.id;
+    openai.embeddingDelayMs = 1500;
+    try {
+      const added = await t.request('POST', `/api/knowledge-bases/${id}/documents`, { body: { document_ids: [docs.towers, docs.rivers, docs.bridges, docs.notes] } });
+      expect(added.status, added.text).toBe(202);
+      await until(() => t.request('GET', `/api/knowledge-bases/${id}`), (r) => r.body.documents.some((d: { status: string }) => d.status === 'indexed'), 20_000);
+      const cancelled = await t.request('POST', `/api/pipeline/runs/${added.body.run.id}/cancel`);
+      expect(cancelled.status, cancelled.text).toBeLessThan(300);
+      expect((await runDone(added.body.run.id)).body.status).toBe('cancelled');
+    } finally {
+      openai.embeddingDelayMs = 0;
+    }
+    const documents = (await t.request('GET', `/api/knowledge-bases/${id}`)).body.documents as { status: string; chunks: number }[];
+    const indexed = documents.filter((d) => d.status === 'indexed');
+    const pending = documents.filter((d) => d.status === 'pending');
+    expect(indexed.length).toBeGreaterThanOrEqual(1);
+    expect(pending.length).toBeGreaterThanOrEqual(1);
+    expect(indexed.length + pending.length).toBe(4);
+    // No half-written document: one pending has no passage, one indexed has them all.
+    expect(pending.every((d) => d.chunks === 0)).toBe(true);
+    expect(indexed.every((d) => d.chunks > 0)).toBe(true);
+    // The embeddings call in flight when the run was cancelled was ended, not waited for.
+    expect(openai.requests.filter((r) => r.path === '/v1/embeddings').some((r) => r.aborted)).toBe(true);
+
+    const resumed = await t.request('POST', `/api/knowledge-bases/${id}/documents`, { body: { document_ids: [docs.notes] } });
+    expect((await runDone(resumed.body.run.id)).body.status).toBe('succeeded');
+    expect((await t.request('GET', `/api/knowledge-bases/${id}`)).body.documents.map((d: { status: string }) => d.status)).toEqual(['indexed', 'indexed', 'indexed', 'indexed']);
+  });
+
+  it('grounds a chat in knowledge bases: each message searched across them, the reply citing its sources', async () => {
+    const keywordBase = async (name: string, documentId: number) => {
+      const base = await t.request('POST', '/api/knowledge-bases', { body: { project_id: projectId, name } });
+      await runDone((await t.request('POST', `/api/knowledge-bases/${base.body.id}/documents`, { body: { document_ids: [documentId] } })).body.run.id);
+      return base.body.id as number;
+    };
+    const [towersBase, riversBase] = [await keywordBase('Towers', docs.towers), await keywordBase('Rivers', docs.rivers)];
+    const created = await t.request('POST', '/api/chat/conversations', { body: { connection_id: connectionId, knowledge_base_ids: [towersBase, riversBase] } });
+    expect(created.status, created.text).toBe(201);
+    expect(created.body.knowledge_base_ids).toEqual([towersBase, riversBase]);
+    const say = (content: string, stream = false) => t.request('POST', `/api/chat/conversations/${created.body.id}/messages`, { body: { content, stream } });
+
+    openai.script.push({ text: 'The Loire runs 1,006 kilometres [1].' });
+    const replied = await say('How long is the Loire river?');
+    expect(replied.status, replied.text).toBe(200);
+    expect(replied.body.sources[0]).toMatchObject({ n: 1, knowledge_base_id: riversBase, document_id: docs.rivers, document_name: 'rivers.md', excerpt: expect.stringContaining('Loire') });
+    const told = openai.requests.at(-1)!.body.messages;
+    expect(told.at(-1)).toEqual({ role: 'user', content: 'How long is the Loire river?' });
+    expect(told.at(-2)).toMatchObject({ role: 'system', content: expect.stringMatching(/cite it .* as \[n\].*\[1\] \(rivers\.md\)\n.*Loire/s) });
+    const kept = (await t.request('GET', `/api/chat/conversations/${created.body.id}`)).body.messages;
+    expect(kept.map((m: { role: string }) => m.role)).toEqual(['user', 'assistant']);
+    expect(kept[1].sources).toEqual(replied.body.sources);
+
+    // Both bases are searched: the tower question cites the other base.
+    openai.script.push({ pieces: ['It is 330 metres', ' tall [1].'] });
+    const streamed = await say('How tall is the Eiffel Tower?', true);
+    const events = sseEvents(streamed.text);
+    expect(events[0].event).toBe('sources');
+    expect(events[0].data.sources[0]).toMatchObject({ n: 1, knowledge_base_id: towersBase, document_name: 'towers.pdf' });
+    expect(events.at(-1)).toMatchObject({ event: 'done', data: { message: { content: 'It is 330 metres tall [1].' }, sources: events[0].data.sources } });
+
+    // Nothing relevant: the model is told so, and the reply cites nothing.
+    openai.script.push({ text: 'The documents do not cover zebras.' });
+    const unknown = await say('What do zebras eat?');
+    expect(unknown.body.sources).toEqual([]);
+    expect(openai.requests.at(-1)!.body.messages.at(-2)).toMatchObject({ role: 'system', content: expect.stringMatching(/hold nothing/) });
+
+    const outsider = await t.outsider(`chat-kb-outsider-${dialect}`);
+    const theirProject = await t.request('POST', '/api/projects', { token: outsider.token, body: { key: 'THEIRS', name: 'Theirs' } });
+    const theirBase = await t.request('POST', '/api/knowledge-bases', { token: outsider.token, body: { project_id: theirProject.body.id, name: 'Theirs' } });
+    const start = (knowledge_base_ids: unknown) => t.request('POST', '/api/chat/conversations', { body: { connection_id: connectionId, knowledge_base_ids } });
+    expectProblem(await start([999_999]), 400, 'body.knowledge_base_ids.0');
+    expectProblem(await start([towersBase, theirBase.body.id]), 400, 'body.knowledge_base_ids.1');
+    expectProblem(await start([towersBase, towersBase]), 400, 'body.knowledge_base_ids');
+    expectProblem(await start(["1' or '1'='1"]), 400, 'body.knowledge_base_ids.0');
+    expectProblem(await start(Array.from({ length: 17 }, (_, i) => i + 1)), 400, 'body.knowledge_base_ids');
+
+    // Where the grounding plugin is disabled, no conversation names bases, and one that did says why.
+    expect((await t.request('PUT', '/api/plugins/chat_knowledge/organizations/1', { body: { enabled: false } })).status).toBe(200);
+    try {
+      expectProblem(await start([towersBase]), 400, 'body.knowledge_base_ids');
+      expectProblem(await say('How long is the Loire river?'), 422);
+    } finally {
+      expect((await t.request('PUT', '/api/plugins/chat_knowledge/organizations/1', { body: { enabled: true } })).status).toBe(200);
+    }
   });
 
   it('refuses bad knowledge bases, and offers knowledge_search to agents', async () => {

@@ -35,6 +35,8 @@ export interface LlmServer {
   requests: RecordedRequest[];
   /** Answers to give, in order; when empty, the server echoes the last user message. */
   script: ScriptedAnswer[];
+  /** Milliseconds each embeddings call waits before answering (a slow provider: something to cancel midway). */
+  embeddingDelayMs?: number;
   close(): Promise<void>;
 }
 
@@ -103,6 +105,7 @@ export function startOpenAiServer(apiKey?: string): Promise<LlmServer> {
     const path = (req.url ?? '').replace(/\?.*$/, '');
     if (req.method === 'GET' && path === '/v1/models') return json(res, 200, { object: 'list', data: ['gpt-test', 'embed-test'].map((id) => ({ id, object: 'model', created: 1700000000, owned_by: 'test' })) });
     if (req.method === 'POST' && path === '/v1/embeddings') {
+      if (state.embeddingDelayMs) await sleep(state.embeddingDelayMs);
       const inputs: string[] = Array.isArray(body.input) ? body.input : [body.input];
       const tokens = inputs.reduce((n, t) => n + Math.ceil(t.length / 4), 0);
       return json(res, 200, { object: 'list', model: body.model, data: inputs.map((text, index) => ({ object: 'embedding', index, embedding: embeddingOf(text) })), usage: { prompt_tokens: tokens, total_tokens: tokens } });
