@@ -15,7 +15,9 @@ export const connectionConfigSchema = z
       .record(modelName, z.object({ input_per_million: price, output_per_million: price }).strict())
       .default({})
       .describe('USD per million input and output tokens, per model: what cost_usd and quotas count (a model without a price costs 0)'),
-    options: z.record(z.string().max(100), z.union([z.string().max(2000), z.number(), z.boolean()])).default({}).describe('Provider settings; openai_compatible reads max_completion_tokens: true (the limit sent as max_completion_tokens, as OpenAI\u2019s newer models want it)'),
+    options: z.record(z.string().max(100), z.union([z.string().max(2000), z.number(), z.boolean()])).default({}).describe(
+        'Provider settings; openai_compatible reads max_completion_tokens: true (the limit sent as max_completion_tokens, as OpenAI\u2019s newer models want it) and api_version (Azure OpenAI: base_url https://{resource}.openai.azure.com/openai, models named by their deployment)',
+      ),
   })
   .strict();
 export type ConnectionConfig = z.output<typeof connectionConfigSchema>;

@@ -1,12 +1,19 @@
-import OpenAI from 'openai';
+import OpenAI, { AzureOpenAI } from 'openai';
 import type { ChatCompletionChunk, ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
 import { definePlugin } from '../../kernel/plugin-api.ts';
 import { modelIds, streamedCompletion } from './streamed.ts';
 import { llmProviders, type ChatMessage, type Completion, type CompletionRequest, type FinishReason, type LlmProviderContribution, type ProviderConnection, type ToolCall } from '../llm_mesh/public.ts';
 
-/** The SDK's client on the connection: its key, its server, the platform's guarded fetch; the mesh decides on retries (none here). */
+/**
+ * The SDK's client on the connection: its key, its server, the platform's guarded fetch; the mesh
+ * decides on retries (none here). With `options.api_version` the server is Azure OpenAI, and the
+ * SDK's Azure client speaks its dialect: the key in an `api-key` header, `?api-version=` on every
+ * call, and the model named as the deployment in the path (`{base_url}/deployments/{model}/…`).
+ */
 function client(connection: ProviderConnection): OpenAI {
-  return new OpenAI({ apiKey: connection.api_key ?? 'none', baseURL: connection.base_url ?? undefined, fetch: connection.fetch, timeout: connection.timeoutMs, maxRetries: 0 });
+  const settings = { apiKey: connection.api_key ?? 'none', baseURL: connection.base_url ?? undefined, fetch: connection.fetch, timeout: connection.timeoutMs, maxRetries: 0 };
+  const apiVersion = connection.options.api_version;
+  return typeof apiVersion === 'string' ? new AzureOpenAI({ ...settings, apiVersion }) : new OpenAI(settings);
 }
 
 const wireMessage = (message: ChatMessage): ChatCompletionMessageParam => {

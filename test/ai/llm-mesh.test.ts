@@ -111,6 +111,40 @@ describe.each(DIALECTS)('LLM mesh (%s)', (dialect) => {
     expectProblem(await complete({ connection_id: 999_999, messages: user('hi') }), 404);
   });
 
+  it('speaks Azure OpenAI\u2019s dialect when the connection names an api_version: api-key header, api-version query, the model as deployment', async () => {
+    const res = await connect({
+      name: 'azure',
+      provider: 'openai_compatible',
+      config: { base_url: `${openai.url}/openai`, api_key: OPENAI_KEY, models: ['my-gpt-deployment', 'my-embeddings'], default_model: 'my-gpt-deployment', options: { api_version: '2024-10-21' } },
+    });
+    expect(res.status, res.text).toBe(201);
+    const id = res.body.id;
+    openai.script.push({ text: 'Bonjour.' });
+    const completed = await complete({ connection_id: id, messages: user('Say hello in French') });
+    expect(completed.status, completed.text).toBe(200);
+    expect(completed.body).toMatchObject({ model: 'my-gpt-deployment', message: { content: 'Bonjour.' } });
+    const sent = openai.requests.at(-1)!;
+    expect(sent.path).toBe('/openai/deployments/my-gpt-deployment/chat/completions?api-version=2024-10-21');
+    expect(sent.headers['api-key']).toBe(OPENAI_KEY);
+    expect(sent.headers.authorization).toBeUndefined();
+
+    openai.script.push({ pieces: ['Bon', 'jour.'] });
+    const streamed = await complete({ connection_id: id, messages: user('Again'), stream: true });
+    expect(sseEvents(streamed.text).at(-1)).toMatchObject({ event: 'done', data: { message: { content: 'Bonjour.' } } });
+    const embedded = await t.request('POST', '/api/llm-mesh/embeddings', { body: { connection_id: id, model: 'my-embeddings', input: ['hello'] } });
+    expect(embedded.status, embedded.text).toBe(200);
+    expect(openai.requests.at(-1)!.path).toBe('/openai/deployments/my-embeddings/embeddings?api-version=2024-10-21');
+    const tested = await t.request('POST', `/api/llm-mesh/connections/${id}/test`);
+    expect(tested.status, tested.text).toBe(200);
+    expect(openai.requests.at(-1)!.path).toBe('/openai/models?api-version=2024-10-21');
+
+    // A wrong key is the provider's refusal, told as such, the key never echoed.
+    const wrongKey = await connect({ name: 'azure-wrong', provider: 'openai_compatible', config: { base_url: `${openai.url}/openai`, api_key: 'not-the-key', default_model: 'd', options: { api_version: '2024-10-21' } } });
+    const refused = await complete({ connection_id: wrongKey.body.id, messages: user('hi') });
+    expect(refused.status).toBeGreaterThanOrEqual(400);
+    expect(refused.text).not.toContain('not-the-key');
+  });
+
   it('streams Server-Sent Events: deltas, then the whole completion with its usage; tool calls assembled from their pieces', async () => {
     const { id } = await openaiConnection('openai-stream');
     openai.script.push({ pieces: ['Hel', 'lo ', 'there'], usage: { input_tokens: 10, output_tokens: 3 } });

@@ -98,11 +98,30 @@ const json = (res: http.ServerResponse, status: number, value: unknown) => {
 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** An OpenAI-compatible server at `<url>/v1`, requiring `Authorization: Bearer <apiKey>` when one is given. */
+/** Azure OpenAI's paths (`/openai/deployments/{deployment}/…`, `/openai/models`) as OpenAI's, and the deployment it names. */
+function azurePath(url: URL): { path: string; deployment?: string } | undefined {
+  const deployed = /^\/openai\/deployments\/([^/]+)\/(chat\/completions|embeddings)$/.exec(url.pathname);
+  if (deployed) return { path: `/v1/${deployed[2]}`, deployment: decodeURIComponent(deployed[1]) };
+  return url.pathname === '/openai/models' ? { path: '/v1/models' } : undefined;
+}
+
+/**
+ * An OpenAI-compatible server at `<url>/v1`, requiring `Authorization: Bearer <apiKey>` when one is
+ * given; and Azure OpenAI's dialect at `<url>/openai`: the key in `api-key`, `?api-version=` required,
+ * the deployment in the path standing for the model.
+ */
 export function startOpenAiServer(apiKey?: string): Promise<LlmServer> {
   return serve(async (req, body, res, state) => {
-    if (apiKey && req.headers.authorization !== `Bearer ${apiKey}`) return json(res, 401, { error: { message: 'Incorrect API key provided', type: 'invalid_request_error', code: 'invalid_api_key' } });
-    const path = (req.url ?? '').replace(/\?.*$/, '');
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const azure = azurePath(url);
+    if (azure) {
+      if (apiKey && req.headers['api-key'] !== apiKey) return json(res, 401, { error: { code: '401', message: 'Access denied due to invalid subscription key or wrong API endpoint.' } });
+      if (!url.searchParams.get('api-version')) return json(res, 404, { error: { code: '404', message: 'Resource not found' } });
+      if (azure.deployment) body = { ...body, model: azure.deployment };
+    } else if (apiKey && req.headers.authorization !== `Bearer ${apiKey}`) {
+      return json(res, 401, { error: { message: 'Incorrect API key provided', type: 'invalid_request_error', code: 'invalid_api_key' } });
+    }
+    const path = azure?.path ?? url.pathname;
     if (req.method === 'GET' && path === '/v1/models') return json(res, 200, { object: 'list', data: ['gpt-test', 'embed-test'].map((id) => ({ id, object: 'model', created: 1700000000, owned_by: 'test' })) });
     if (req.method === 'POST' && path === '/v1/embeddings') {
       if (state.embeddingDelayMs) await sleep(state.embeddingDelayMs);
