@@ -20,13 +20,15 @@ export function indexingKind(store: KnowledgeBaseStore, documents: KnowledgeDocu
   return {
     kind: INDEX_KIND,
     description: 'Indexes the pending documents of a knowledge base: passages cut, embedded, made searchable',
-    async execute({ orgId, payload, principal, signal, log }) {
+    async execute({ orgId, payload, principal, signal, log, progress }) {
       const base = await store.get(orgId, payload.kb_id);
       const pending = await store.pending(base.id);
       log('info', `${pending.length} document(s) to index into knowledge base ${base.id} (passages of ${base.chunking.size} characters, ${base.chunking.overlap} overlapping)`);
       const failed: string[] = [];
+      await progress(0, pending.length);
       for (const [index, item] of pending.entries()) {
         signal.throwIfAborted();
+        if (index > 0) await progress(index, pending.length);
         const document = await documents.get(orgId, item.document_id);
         if (!document) {
           await store.failDocument(base.id, item.document_id, 'the document was deleted');
@@ -56,6 +58,7 @@ export function indexingKind(store: KnowledgeBaseStore, documents: KnowledgeDocu
         await store.replaceChunks(base.id, document.id, chunks.map((c, i) => ({ ...c, embedding: vectors[i] })));
         log('info', `${index + 1}/${pending.length}: document ${document.id} (${document.name}) indexed as ${chunks.length} passage(s)`);
       }
+      await progress(pending.length, pending.length);
       if (failed.length) throw new Error(`${failed.length} document(s) could not be indexed: ${failed.join(', ')}`);
     },
   };

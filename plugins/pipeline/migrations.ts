@@ -153,4 +153,15 @@ export const pipelineMigrations: Record<string, Migration> = {
       await db.schema.alterTable('pipeline_runs').dropColumn('idempotency_key').execute();
     },
   },
+  '2026-12-03T0800_pipeline_run_progress': {
+    async up({ db }) {
+      // How far a run that reports it has come: items done of the total (a contributed kind's).
+      await db.schema.alterTable('pipeline_runs').addColumn('progress_done', 'integer').execute();
+      await db.schema.alterTable('pipeline_runs').addColumn('progress_total', 'integer').execute();
+    },
+    async down({ db }) {
+      await db.schema.alterTable('pipeline_runs').dropColumn('progress_total').execute();
+      await db.schema.alterTable('pipeline_runs').dropColumn('progress_done').execute();
+    },
+  },
 };

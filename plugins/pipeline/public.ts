@@ -210,6 +210,8 @@ export interface Run {
   ended_at: string | null;
   duration_ms: number | null;
   rows_written: number | null;
+  /** How far a run that reports it has come (a contributed kind's, through `progress`): items done of the total. */
+  progress: { done: number; total: number } | null;
   error: { title: string; detail: string } | null;
   /** The version of each input a recipe's run read (dataset id → version), once it succeeded. */
   input_versions: Record<string, number> | null;
@@ -307,6 +309,8 @@ export interface RunKindContext<P = any> {
   signal: AbortSignal;
   /** A line of the run's log. */
   log(level: 'info' | 'warn' | 'error', message: string): void;
+  /** Records how far the run has come, `done` items of `total`: the run's `progress`, for whoever watches it. */
+  progress(done: number, total: number): Promise<void>;
 }
 
 /**
@@ -420,6 +424,10 @@ export const runSchema = z
     ended_at: z.string().nullable(),
     duration_ms: z.number().nullable(),
     rows_written: z.number().int().nullable(),
+    progress: z
+      .object({ done: z.number().int(), total: z.number().int() })
+      .nullable()
+      .describe('How far a run that reports it has come: items done of the total (a knowledge base\u2019s documents being indexed); null for one that does not'),
     error: z.object({ title: z.string(), detail: z.string() }).nullable(),
     input_versions: z.record(z.string(), z.number().int()).nullable().describe('The version of each input dataset (by id) a successful recipe run read'),
   })

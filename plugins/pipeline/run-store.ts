@@ -107,7 +107,7 @@ export class RunStore {
    * Changes a run unless it already ended; answers whether it changed. A run that ends here
    * publishes `run.finished` in the same transaction: the event exists exactly when the end does.
    */
-  async update(id: number, changes: Partial<{ status: RunStatus; work_id: number; started_at: string; ended_at: string; rows_written: number; error: { title: string; detail: string } | null; input_versions: Record<string, number> }>, db: Kysely<any> = this.storage.db): Promise<boolean> {
+  async update(id: number, changes: Partial<{ status: RunStatus; work_id: number; started_at: string; ended_at: string; rows_written: number; progress_done: number; progress_total: number; error: { title: string; detail: string } | null; input_versions: Record<string, number> }>, db: Kysely<any> = this.storage.db): Promise<boolean> {
     const ending = changes.status !== undefined && FINAL_STATUSES.includes(changes.status);
     if (ending && !db.isTransaction) return this.storage.transaction((trx) => this.update(id, changes, trx));
     const { error, input_versions, ...plain } = changes;
@@ -222,6 +222,7 @@ export class RunStore {
       ended_at: ended,
       duration_ms: started && ended ? Math.max(0, Date.parse(ended) - Date.parse(started)) : null,
       rows_written: row.rows_written === null ? null : Number(row.rows_written),
+      progress: row.progress_total === null || row.progress_total === undefined ? null : { done: Number(row.progress_done), total: Number(row.progress_total) },
       error: row.error === null ? null : this.storage.decodeJson<{ title: string; detail: string }>(row.error),
       input_versions: row.input_versions === null ? null : this.storage.decodeJson<Record<string, number>>(row.input_versions),
     };

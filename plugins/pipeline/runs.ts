@@ -186,7 +186,8 @@ export class PipelineRunner implements PipelineRuns {
     await this.attempt(context, run, async (principal, log) => {
       const kind = await this.kinds.get(orgId, run.kind);
       if (!kind) throw problems.unprocessable(`no run kind ${run.kind} is offered in this organization any more`);
-      await kind.execute({ orgId, run, payload: context.payload.payload, principal, signal: context.signal, log });
+      const progress = async (done: number, total: number) => void (await this.runs.update(run.id, { progress_done: done, progress_total: total }));
+      await kind.execute({ orgId, run, payload: context.payload.payload, principal, signal: context.signal, log, progress });
       return { message: 'succeeded' };
     });
   }

@@ -152,10 +152,15 @@ describe.each(DIALECTS)('knowledge (%s)', (dialect) => {
     const created = await t.request('POST', '/api/knowledge-bases', { body: { project_id: projectId, name: 'Cancelled', embedding: { connection_id: connectionId, model: 'embed-test' } } });
     const id = created.body.id;
     openai.embeddingDelayMs = 1500;
+    let runId = 0;
     try {
       const added = await t.request('POST', `/api/knowledge-bases/${id}/documents`, { body: { document_ids: [docs.towers, docs.rivers, docs.bridges, docs.notes] } });
       expect(added.status, added.text).toBe(202);
+      runId = added.body.run.id;
       await until(() => t.request('GET', `/api/knowledge-bases/${id}`), (r) => r.body.documents.some((d: { status: string }) => d.status === 'indexed'), 20_000);
+      // The run says how far it has come.
+      const running = await until(() => t.request('GET', `/api/pipeline/runs/${added.body.run.id}`), (r) => r.body.progress?.done >= 1, 10_000);
+      expect(running.body.progress).toEqual({ done: expect.any(Number), total: 4 });
       const cancelled = await t.request('POST', `/api/pipeline/runs/${added.body.run.id}/cancel`);
       expect(cancelled.status, cancelled.text).toBeLessThan(300);
       expect((await runDone(added.body.run.id)).body.status).toBe('cancelled');
@@ -174,8 +179,15 @@ describe.each(DIALECTS)('knowledge (%s)', (dialect) => {
     // The embeddings call in flight when the run was cancelled was ended, not waited for.
     expect(openai.requests.filter((r) => r.path === '/v1/embeddings').some((r) => r.aborted)).toBe(true);
 
+    // A document whose passages were being written when the cancel came may be done but not yet counted.
+    const { progress } = (await t.request('GET', `/api/pipeline/runs/${runId}`)).body;
+    expect(progress.total).toBe(4);
+    expect(progress.done).toBeLessThanOrEqual(indexed.length);
+    expect(progress.done).toBeGreaterThanOrEqual(indexed.length - 1);
     const resumed = await t.request('POST', `/api/knowledge-bases/${id}/documents`, { body: { document_ids: [docs.notes] } });
-    expect((await runDone(resumed.body.run.id)).body.status).toBe('succeeded');
+    const finished = await runDone(resumed.body.run.id);
+    expect(finished.body.status).toBe('succeeded');
+    expect(finished.body.progress).toEqual({ done: pending.length, total: pending.length });
     expect((await t.request('GET', `/api/knowledge-bases/${id}`)).body.documents.map((d: { status: string }) => d.status)).toEqual(['indexed', 'indexed', 'indexed', 'indexed']);
   });
 
