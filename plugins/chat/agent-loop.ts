@@ -72,13 +72,17 @@ export async function* agentLoop(mesh: LlmMesh, runner: AgentToolRunner, input: 
     const offerTools = input.tools.length > 0 && step < input.maxToolSteps;
     const request = { connection_id: input.connectionId, model: input.model, messages, ...(offerTools ? { tools: input.tools } : {}) };
     let completion: MeshCompletion | undefined;
-    if (input.stream) {
-      for await (const chunk of await mesh.stream(input.caller, request)) {
-        if (chunk.type === 'delta') yield { type: 'delta', text: chunk.text };
-        else completion = chunk.completion;
+    try {
+      if (input.stream) {
+        for await (const chunk of await mesh.stream(input.caller, request)) {
+          if (chunk.type === 'delta') yield { type: 'delta', text: chunk.text };
+          else completion = chunk.completion;
+        }
+      } else {
+        completion = await mesh.complete(input.caller, request);
       }
-    } else {
-      completion = await mesh.complete(input.caller, request);
+    } catch (err) {
+      throw promptFieldsRenamed(err, input.messages.length - 1);
     }
     if (!completion) throw new HttpProblem(502, 'the model\u2019s stream ended without a completion');
     modelCalls++;
@@ -105,6 +109,25 @@ export async function* agentLoop(mesh: LlmMesh, runner: AgentToolRunner, input: 
       messages.push({ role: 'tool', content, tool_call_id: call.id });
     }
   }
+}
+
+/**
+ * A guardrail's refusal of the prompt names the mesh's fields (`body.messages.3.content`), which the
+ * chat's caller never sent: named instead as what they are here, the message just sent
+ * (`body.content`), the conversation so far (`conversation`: an earlier turn, its size), or a tool's
+ * answer in this reply (`tool_results`).
+ */
+function promptFieldsRenamed(err: unknown, userIndex: number): unknown {
+  if (!(err instanceof HttpProblem) || err.status !== 400 || !err.options.errors?.length) return err;
+  const renamed = (path: string) => {
+    if (path === 'body.messages') return 'conversation';
+    const index = /^body\.messages\.(\d+)\.content$/.exec(path)?.[1];
+    if (index === undefined) return path;
+    return Number(index) === userIndex ? 'body.content' : Number(index) < userIndex ? 'conversation' : 'tool_results';
+  };
+  const errors = err.options.errors.map((e) => ({ ...e, path: renamed(e.path) }));
+  const detail = err.options.errors.reduce((text, e, i) => text.replaceAll(e.path, errors[i].path), err.detail);
+  return new HttpProblem(400, detail, { ...err.options, errors });
 }
 
 /** Runs one tool call as the user; what fails (a bad argument, a refusal) is told to the model rather than ending the reply. */

@@ -1,6 +1,6 @@
 import { problems, z } from '../../kernel/plugin-api.ts';
 import { compilePattern, findPattern, findPii, PII_KINDS, type Finding, type PiiKind } from './pii.ts';
-import type { ChatMessage, GuardrailOutcome } from './public.ts';
+import type { ChatMessage, GuardrailOutcome, ToolCall } from './public.ts';
 
 const STAGES = ['prompt', 'answer'] as const;
 type Stage = (typeof STAGES)[number];
@@ -80,6 +80,12 @@ export interface GuardrailChecker {
   prompt(messages: ChatMessage[]): { messages: ChatMessage[]; outcomes: GuardrailOutcome[] };
   /** An answer (or a piece of a streamed one) as the caller may see it, or a 422 naming what was rejected. */
   answer(text: string): Checked;
+  /**
+   * The tool calls of an answer as a tool may receive them: each string (and number) in their JSON
+   * arguments checked as answer text is, or a 422. What a model hands a tool leaves the platform as
+   * surely as what it says (a workflow, a message), so the answer's rules hold for it too.
+   */
+  toolCalls(calls: ToolCall[]): { calls: ToolCall[]; outcomes: GuardrailOutcome[] };
   /** Texts to embed, as the prompt is checked. */
   inputs(texts: string[]): { texts: string[]; outcomes: GuardrailOutcome[] };
   /** Whether anything is checked in answers (a stream is then released a sentence at a time). */
@@ -187,12 +193,51 @@ export function guardrailChecker(guardrails: Guardrails, hash: (text: string) =>
         throw problems.unprocessable(`the model\u2019s answer contains ${described(rule, kind)}, which this connection\u2019s guardrails reject; it was not passed on`, [{ path: 'answer', message: `${rule.guardrail}: ${kind}` }]);
       });
     },
+    toolCalls(calls) {
+      const outcomes: GuardrailOutcome[] = [];
+      const checkedText = (text: string, path: string) => {
+        const checked = check(text, answerRules, 'answer', (rule, kind) => {
+          throw problems.unprocessable(`the model asked for a tool with arguments containing ${described(rule, kind)}, which this connection\u2019s guardrails reject; it was not passed on`, [{ path, message: `${rule.guardrail}: ${kind}` }]);
+        });
+        outcomes.push(...checked.outcomes);
+        return checked.text;
+      };
+      const checkedCalls = calls.map((call, i) => {
+        const path = `answer.tool_calls.${i}.arguments`;
+        let args: unknown;
+        try {
+          args = JSON.parse(call.arguments);
+        } catch {
+          // Not JSON: checked as the text it is (the tool will refuse it anyway).
+          return { ...call, arguments: checkedText(call.arguments, path) };
+        }
+        return { ...call, arguments: JSON.stringify(mapScalars(args, (text) => checkedText(text, path))) };
+      });
+      return { calls: checkedCalls, outcomes: merged(outcomes) };
+    },
     inputs(texts) {
       checkSize(texts.reduce((sum, t) => sum + t.length, 0));
       const checked = checkPromptTexts(texts, (t) => t, (i) => `body.input.${i}`);
       return { texts: checked.texts as string[], outcomes: checked.outcomes };
     },
   };
+}
+
+/**
+ * A JSON value with each string, and each number as its text, passed through `rewrite`: a number the
+ * rewrite changes (a card number redacted) becomes the rewritten text. Object keys, which name
+ * arguments, are kept.
+ */
+function mapScalars(value: unknown, rewrite: (text: string) => string): unknown {
+  if (typeof value === 'string') return rewrite(value);
+  if (typeof value === 'number') {
+    const text = String(value);
+    const rewritten = rewrite(text);
+    return rewritten === text ? value : rewritten;
+  }
+  if (Array.isArray(value)) return value.map((item) => mapScalars(item, rewrite));
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, mapScalars(item, rewrite)]));
+  return value;
 }
 
 /** Outcomes of one kind and action added up (a prompt of several messages, a stream of several pieces). */

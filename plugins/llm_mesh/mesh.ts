@@ -19,6 +19,7 @@ import type {
   MeshCompletionRequest,
   ProviderConnection,
   TokenUsage,
+  ToolCall,
 } from './public.ts';
 import type { Quota, Quotas } from './quotas.ts';
 import { SentenceRelease } from './sentence-release.ts';
@@ -98,9 +99,12 @@ export class Mesh implements LlmMesh {
       throw await this.failed(caller, prepared, 'completion', false, err, outcomes, prompt);
     }
     const answer = this.checkAnswer(prepared, completion.message.content ?? '');
-    if (answer.problem) throw await this.rejectedAnswer(caller, prepared, completion, false, [...outcomes, ...answer.outcomes], prompt, answer.problem);
-    const message = { ...completion.message, content: completion.message.content === null ? null : answer.text };
-    return this.finish(caller, prepared, { ...completion, message }, false, [...outcomes, ...answer.outcomes], prompt);
+    const tools = this.checkToolCalls(prepared, completion);
+    const checked = [...outcomes, ...answer.outcomes, ...tools.outcomes];
+    const problem = answer.problem ?? tools.problem;
+    if (problem) throw await this.rejectedAnswer(caller, prepared, completion, false, checked, prompt, problem);
+    const message = { ...completion.message, content: completion.message.content === null ? null : answer.text, ...(tools.calls ? { tool_calls: tools.calls } : {}) };
+    return this.finish(caller, prepared, { ...completion, message }, false, checked, prompt);
   }
 
   async stream(caller: MeshCaller, request: MeshCompletionRequest): Promise<AsyncIterable<MeshChunk>> {
@@ -141,7 +145,10 @@ export class Mesh implements LlmMesh {
             passed += answer.text;
             yield { type: 'delta', text: answer.text };
           }
-          const message = { ...completion.message, content: completion.message.content === null ? null : passed };
+          const tools = this.checkToolCalls(prepared, completion);
+          answerOutcomes.push(...tools.outcomes);
+          if (tools.problem) throw await this.rejectedAnswer(caller, prepared, completion, true, [...promptOutcomes, ...answerOutcomes], prompt, tools.problem);
+          const message = { ...completion.message, content: completion.message.content === null ? null : passed, ...(tools.calls ? { tool_calls: tools.calls } : {}) };
           const finished = await this.finish(caller, prepared, { ...completion, message }, true, [...promptOutcomes, ...answerOutcomes], prompt);
           settled = true;
           yield { type: 'done', completion: finished };
@@ -238,6 +245,18 @@ export class Mesh implements LlmMesh {
         await this.trace(caller, prepared, { operation: 'completion', streamed, status: 'rejected', error: err.detail, usage: { input_tokens: 0, output_tokens: 0 }, costUsd: 0, guardrails: outcome, prompt: null, answer: null });
       }
       throw err;
+    }
+  }
+
+  /** The completion's tool calls through the answer guardrails (none checked when it has none, or nothing is checked in answers). */
+  private checkToolCalls(prepared: Prepared, completion: Completion): { calls?: ToolCall[]; outcomes: GuardrailOutcome[]; problem?: HttpProblem } {
+    const calls = completion.message.tool_calls;
+    if (!calls?.length || !prepared.checker.checksAnswers) return { outcomes: [] };
+    try {
+      return prepared.checker.toolCalls(calls);
+    } catch (err) {
+      if (!(err instanceof HttpProblem)) throw err;
+      return { outcomes: rejectionOutcome(err, 'answer'), problem: err };
     }
   }
 

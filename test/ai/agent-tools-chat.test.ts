@@ -174,6 +174,52 @@ describe.each(DIALECTS)('agent tools and chat (%s)', (dialect) => {
     expect(sent.map((b) => Array.isArray(b.tools))).toEqual([true, true, false]);
   });
 
+  it('holds every model call of the loop to the connection\u2019s guardrails and quotas: the user\u2019s message named, a spent quota a 429, nothing kept', async () => {
+    const guarded = await t.request('POST', '/api/llm-mesh/connections', {
+      body: { name: 'guarded-chat', provider: 'openai_compatible', config: { base_url: `${openai.url}/v1`, default_model: 'gpt-test', prices: { 'gpt-test': { input_per_million: 1_000_000, output_per_million: 1_000_000 } } }, guardrails: { pii: { kinds: ['email', 'payment_card'], action: 'redact', actions: { payment_card: 'reject' } } } },
+    });
+    expect(guarded.status, guarded.text).toBe(201);
+    const chat = await t.request('POST', '/api/chat/conversations', { body: { connection_id: guarded.body.id, tools: ['dataset_lookup'] } });
+    const say = (content: string, stream = false) => t.request('POST', `/api/chat/conversations/${chat.body.id}/messages`, { body: { content, stream } });
+
+    // Redacted before the model sees it; a rejected kind names the message the caller sent.
+    openai.script.push({ text: 'Noted.' });
+    expect((await say('Write to ada@example.com')).status).toBe(200);
+    expect(openai.requests.at(-1)!.body.messages.at(-1).content).toBe('Write to [EMAIL]');
+    const refused = await say('My card is 4111 1111 1111 1111');
+    expectProblem(refused, 400, 'body.content');
+    expect(refused.text).not.toContain('4111');
+    // A tool's answer is checked when it goes back to the model: Ada's email, which the tool reads, is redacted too.
+    openai.script.push({ tool_calls: [{ name: 'dataset_lookup', arguments: { dataset: datasetName, filters: ['name:eq:Ada'], columns: ['email'] } }] }, { text: 'Found her.' });
+    expect((await say('Find Ada')).status).toBe(200);
+    expect(openai.requests.at(-1)!.body.messages.at(-1)).toMatchObject({ role: 'tool', content: expect.stringContaining('[EMAIL]') });
+    expect(openai.requests.at(-1)!.body.messages.at(-1).content).not.toContain('ada@example.com');
+
+    // A blocking quota spent: the loop's next model call is refused with 429, whole or streamed, and the exchange is not kept.
+    const quota = await t.request('POST', '/api/llm-mesh/quotas', { body: { scope: 'connection', scope_id: guarded.body.id, amount_usd: 1, period: 'month', blocking: true } });
+    expect(quota.status, quota.text).toBe(201);
+    const kept = (await t.request('GET', `/api/chat/conversations/${chat.body.id}`)).body.messages.length;
+    expectProblem(await say('One more?'), 429);
+    // Refused before anything streamed: a plain 429 problem, not an event stream.
+    expectProblem(await say('One more, streamed?', true), 429);
+    expect((await t.request('GET', `/api/chat/conversations/${chat.body.id}`)).body.messages.length).toBe(kept);
+    expect((await t.request('DELETE', `/api/llm-mesh/quotas/${quota.body.id}`)).status).toBe(204);
+  });
+
+  it('offers no tool whose plugin is disabled for the organization: not listed, not invoked, not callable in a chat', async () => {
+    expect((await t.request('PUT', '/api/plugins/tool_dataset_lookup/organizations/1', { body: { enabled: false } })).status).toBe(200);
+    try {
+      expect((await t.request('GET', '/api/agent-tools')).body.items.map((tool: any) => tool.function.name)).not.toContain('dataset_lookup');
+      expectProblem(await invoke('dataset_lookup', { dataset: datasetName }), 404);
+      expectProblem(await t.request('POST', '/api/chat/conversations', { body: { connection_id: connectionId, tools: ['dataset_lookup'] } }), 400, 'body.tools.0');
+      const other = await t.outsider(`tools-outsider-${dialect}`);
+      expect((await t.request('GET', '/api/agent-tools', { token: other.token })).body.items.map((tool: any) => tool.function.name)).toContain('dataset_lookup');
+    } finally {
+      expect((await t.request('PUT', '/api/plugins/tool_dataset_lookup/organizations/1', { body: { enabled: true } })).status).toBe(200);
+    }
+    expect((await invoke('dataset_lookup', { dataset: datasetName, limit: 1 })).status).toBe(200);
+  });
+
   it('refuses bad conversations, and keeps each user\u2019s conversations to themselves', async () => {
     expectProblem(await t.request('POST', '/api/chat/conversations', { body: { connection_id: 999_999 } }), 400, 'body.connection_id');
     expectProblem(await t.request('POST', '/api/chat/conversations', { body: { connection_id: connectionId, tools: ['rm_rf'] } }), 400, 'body.tools.0');

@@ -373,6 +373,8 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
   function pathFor(m: MountedRoute): string {
     return m.path.replace(/\{([^}]+)\}/g, (_, name: string) => {
       if (name === 'id' && m.path.startsWith('/api/plugins/')) return PLUGIN_OF_A;
+      // A real tool, so the arguments naming A's dataset are tried (a made-up name would stop at "no such tool").
+      if (name === 'name' && m.path.startsWith('/api/agent-tools/')) return 'dataset_lookup';
       return String(resourceOfA(m, name) ?? NAMED_PARAMS[name] ?? 1);
     });
   }
@@ -461,7 +463,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
       'POST /api/llm-mesh/embeddings': { connection_id: llmConnectionA, input: [`sweep-${tag}`] },
       'POST /api/llm-mesh/quotas': { scope: 'connection', scope_id: llmConnectionA, amount_usd: 1, period: 'month' },
       'POST /api/agent-tools/{name}/invoke': { arguments: { dataset: markers.dataset.toUpperCase() } },
-      'POST /api/chat/conversations': { connection_id: llmConnectionA },
+      'POST /api/chat/conversations': { connection_id: llmConnectionA, knowledge_base_ids: [knowledgeBaseA] },
       'POST /api/chat/conversations/{id}/messages': { content: `sweep-${tag}` },
       'POST /api/knowledge-bases': { project_id: projectA, name: `sweep-${tag}` },
       'POST /api/knowledge-bases/{id}/documents': { document_ids: [documentA] },
@@ -503,7 +505,7 @@ describe.each(DIALECTS)('tenancy (%s)', (dialect) => {
    * in A's project (422: the project is not in B), a rule on A's dataset (404), SQL over A's
    * dataset by name (400: no such dataset in B).
    */
-  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422, 'POST /api/scheduler/schedules': 422, 'POST /api/pipeline/scenarios': 422, 'POST /api/dbt/imports': 422, 'POST /api/publishing/api-services': 422, 'POST /api/registry/models': 422, 'POST /api/registry/imported-models': 422, 'POST /api/dashboards': 422, 'POST /api/llm-mesh/completions': 404, 'POST /api/llm-mesh/embeddings': 404, 'POST /api/llm-mesh/quotas': 400, 'POST /api/chat/conversations': 400, 'POST /api/knowledge-bases': 400 };
+  const BODY_NAMES_A: Record<string, number> = { 'POST /api/datasets': 422, 'POST /api/data-quality/rules': 404, 'POST /api/sql': 400, 'POST /api/pipeline/recipes': 422, 'POST /api/pipeline/jobs': 422, 'POST /api/scheduler/schedules': 422, 'POST /api/pipeline/scenarios': 422, 'POST /api/dbt/imports': 422, 'POST /api/publishing/api-services': 422, 'POST /api/registry/models': 422, 'POST /api/registry/imported-models': 422, 'POST /api/dashboards': 422, 'POST /api/llm-mesh/completions': 404, 'POST /api/llm-mesh/embeddings': 404, 'POST /api/llm-mesh/quotas': 400, 'POST /api/chat/conversations': 400, 'POST /api/knowledge-bases': 400, 'POST /api/agent-tools/{name}/invoke': 400 };
 
   /** Everything A owns, read straight from the database: the sweep must leave it untouched. */
   async function snapshotA() {
