@@ -76,9 +76,13 @@ export interface RecipeHandlerContext<P = any> {
 /** What a handler type's hooks are given: the recipe's organization, the caller (or the run's principal) and its inputs. */
 export interface HandledRecipeScope<P = any> {
   orgId: number;
+  /** The recipe's project (what a model call it makes counts against: project quotas, usage by project). */
+  projectId: number;
   principal: Principal;
   params: P;
   inputs: RecipeDataset[];
+  /** The run executing the recipe, when one is (its calls are traced under it). */
+  runId?: number;
 }
 
 interface RecipeTypeFields {

@@ -32,7 +32,7 @@ export class RecipeChecks {
     if (type.plan) await this.planning.plan(type, fields.params, principal, inputs, outputs.length);
     else {
       checkCounts(type, inputs.length, outputs.length);
-      await type.handler!.describe?.({ orgId, principal, params: fields.params, inputs });
+      await type.handler!.describe?.({ orgId, projectId: fields.project_id, principal, params: fields.params, inputs });
     }
   }
 
@@ -59,7 +59,7 @@ export class RecipeChecks {
     const outputs = await this.planning.datasets(recipe.org_id, recipe.outputs, 'outputs');
     const describe = type.handler?.describe;
     if (describe) {
-      const columns = await describe({ orgId: recipe.org_id, principal, params: recipe.params, inputs });
+      const columns = await describe({ orgId: recipe.org_id, projectId: recipe.project_id, principal, params: recipe.params, inputs });
       // As a run would write them: every column PII when any input column is (see the handler's load).
       const pii = inputs.some((d) => d.columns.some((c) => c.pii));
       return outputs.map((d) => ({ dataset_id: d.id, dataset: d.name, source: 'plan' as const, columns: columns.map((c) => ({ name: c.name, type: c.type, pii })) }));

@@ -10,6 +10,8 @@ import type { Recipe } from './recipe-store.ts';
 /** What running a recipe needs besides the recipe: who runs it, how to stop it, where to log. */
 export interface ExecutionContext {
   principal: Principal;
+  /** The run it is for. */
+  runId?: number;
   signal: AbortSignal;
   timeoutMs: number;
   log(level: 'info' | 'warn' | 'error', message: string): void;
@@ -112,7 +114,7 @@ export class RecipeExecution {
         },
         signal: context.signal,
         timeoutMs: context.timeoutMs,
-        calls: type.handler!.calls?.({ orgId: recipe.org_id, principal: context.principal, params: recipe.params, inputs }),
+        calls: type.handler!.calls?.({ orgId: recipe.org_id, projectId: recipe.project_id, principal: context.principal, params: recipe.params, inputs, runId: context.runId }),
         log: context.log,
       });
       channel.end();

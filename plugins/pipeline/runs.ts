@@ -172,7 +172,7 @@ export class PipelineRunner implements PipelineRuns {
     await this.attempt(context, run, async (principal, log) => {
       if (!principal.capabilities.has('pipeline.run')) throw problems.forbidden(`${principal.onBehalfOf.username} may not run recipes any more (capability "pipeline.run")`);
       const recipe = await this.recipes.get(orgId, run.recipe_id!);
-      const result = await this.execution.run(recipe, { principal, signal: context.signal, timeoutMs: this.timeoutSeconds * 1000, log });
+      const result = await this.execution.run(recipe, { principal, runId: run.id, signal: context.signal, timeoutMs: this.timeoutSeconds * 1000, log });
       return { message: `succeeded: ${result.rows} rows written`, changes: { rows_written: result.rows, input_versions: result.inputVersions } };
     });
     if (run.parent_run_id !== null) await this.advance(orgId, run.parent_run_id, context.principal);

@@ -49,6 +49,25 @@ describe.each(DIALECTS)('AI recipe llm_prompt (%s)', (dialect) => {
     expect(sent[0].body.messages[0]).toEqual({ role: 'system', content: 'Answer positive, negative or neutral.' });
     const traces = await t.request('GET', `/api/llm-mesh/calls?connection_id=${connection}`);
     expect(traces.body.items.filter((c: { status: string }) => c.status === 'ok')).toHaveLength(5);
+    // Each call counts for the recipe's project and is traced under its run.
+    expect(traces.body.items.slice(0, 5).map((c: { project_id: number; request_id: string }) => [c.project_id, c.request_id])).toEqual(Array(5).fill([project, `run-${run.id}`]));
+    const byProject = await t.request('GET', '/api/llm-mesh/usage?group_by=project');
+    expect(byProject.body.items.find((u: { project: number }) => u.project === project)).toMatchObject({ requests: 5 });
+  });
+
+  it('stops at the recipe\u2019s project quota: a blocking quota spent fails the run, naming it', async () => {
+    const other = (await t.request('POST', '/api/projects', { body: { key: 'AIQ', name: 'AI quota' } })).body.id;
+    const source = await loadDataset(t, other, 'quota_reviews', ['id:integer', 'review:string'], REVIEWS);
+    const out = await emptyDataset(t, other, 'quota_out');
+    const quota = await t.request('POST', '/api/llm-mesh/quotas', { body: { scope: 'project', scope_id: other, amount_usd: 0.000001, period: 'month', blocking: true } });
+    expect(quota.status, quota.text).toBe(201);
+    const id = await createRecipe(t, { project_id: other, name: 'quota', type: 'llm_prompt', inputs: [source], outputs: [out], params: { connection_id: connection, prompt_template: '{{review}}', concurrency: 1 } });
+    const run = await runRecipe(t, id);
+    expect(run.status).toBe('failed');
+    expect(JSON.stringify(run.error)).toMatch(new RegExp(`LLM quota ${quota.body.id} \\(project ${other}`));
+    // The first call spent it; the next was refused.
+    const traces = (await t.request('GET', `/api/llm-mesh/calls?connection_id=${connection}`)).body.items.filter((c: { project_id: number }) => c.project_id === other);
+    expect(traces.map((c: { status: string }) => c.status)).toEqual(['rejected', 'ok']);
   });
 
   it('a row the guardrails refuse fails the run, or (on_error null) is answered null and the rest go on', async () => {
@@ -82,8 +101,7 @@ describe.each(DIALECTS)('AI recipe llm_prompt (%s)', (dialect) => {
     expect((await t.request('PUT', '/api/plugins/recipe_llm_prompt/organizations/1', { body: { enabled: false } })).status).toBe(200);
     try {
       const refused = await t.request('POST', '/api/pipeline/recipes', { body: recipe('off', { connection_id: connection, prompt_template: '{{review}}' }, [out]) });
-      expect(refused.status, refused.text).toBeGreaterThanOrEqual(400);
-      expect(refused.status).toBeLessThan(500);
+      expectProblem(refused, 422, 'body.type');
       const types = await t.request('GET', '/api/plugins/recipe-types');
       expect(JSON.stringify(types.body)).not.toContain('llm_prompt');
     } finally {

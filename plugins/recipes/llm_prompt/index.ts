@@ -35,7 +35,8 @@ async function complete(mesh: LlmMesh, scope: HandledRecipeScope<LlmPromptParams
       const index = next++;
       try {
         const completion = await mesh.complete(
-          { orgId: scope.orgId, principal: scope.principal },
+          // As the run's user, for the recipe's project (its quotas, its usage), traced under the run.
+          { orgId: scope.orgId, principal: scope.principal, projectId: scope.projectId, ...(scope.runId === undefined ? {} : { requestId: `run-${scope.runId}` }) },
           {
             connection_id: params.connection_id,
             model: params.model,
