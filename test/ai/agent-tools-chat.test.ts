@@ -32,6 +32,7 @@ describe.each(DIALECTS)('agent tools and chat (%s)', (dialect) => {
   let connectionId: number;
   let workflowId: number;
   let datasetName: string;
+  let datasetId: number;
 
   const invoke = (name: string, args: unknown, token?: string) => t.request('POST', `/api/agent-tools/${name}/invoke`, { body: { arguments: args }, token });
 
@@ -43,6 +44,7 @@ describe.each(DIALECTS)('agent tools and chat (%s)', (dialect) => {
     datasetName = `customers_${dialect}`;
     const dataset = await t.request('POST', '/api/datasets', { body: { project_id: project.body.id, name: datasetName, columns: [{ name: 'name', type: 'string' }, { name: 'city', type: 'string' }, { name: 'email', type: 'string', pii: true }] } });
     expect(dataset.status, dataset.text).toBe(201);
+    datasetId = dataset.body.id;
     expect((await t.request('POST', `/api/datasets/${dataset.body.id}/data`, { body: CUSTOMERS_CSV, headers: { 'content-type': 'text/csv' } })).status).toBe(200);
     const workflow = await t.request('POST', '/api/connectors', { body: { name: 'ops-workflow', type: 'workflow_webhook', config: { webhook_url: `${receiver.url}/hooks/ops` } } });
     expect(workflow.status, workflow.text).toBe(201);
@@ -109,6 +111,13 @@ describe.each(DIALECTS)('agent tools and chat (%s)', (dialect) => {
     expect((await invoke('dataset_lookup', { dataset: datasetName, filters: ['city:eq:Paris'], columns: ['email'] })).body.result.rows).toEqual([{ email: 'ada@example.com' }, { email: 'cy@example.com' }]);
     const masked = await invoke('sql_query', { sql: `select email from ${datasetName} where name = $1`, params: ['Bob'] }, editor.token);
     expect(masked.body.result.rows).toEqual([['***']]);
+    // The caller's row policies apply: a member of a group limited to Lyon sees Lyon's rows only, by name or by id.
+    const lyonOnly = await t.userToken('editor', `lyon-only-${dialect}`);
+    const group = await t.request('POST', '/api/groups', { body: { name: `lyon-${dialect}`, capabilities: [] } });
+    expect((await t.request('POST', `/api/groups/${group.body.id}/members`, { body: { user_id: lyonOnly.id } })).status).toBe(201);
+    expect((await t.request('POST', `/api/datasets/${datasetId}/row-policies`, { body: { group_id: group.body.id, filters: ['city:eq:Lyon'] } })).status).toBe(201);
+    expect((await invoke('dataset_lookup', { dataset: datasetName, columns: ['name'] }, lyonOnly.token)).body.result.rows).toEqual([{ name: 'Bob' }]);
+    expect((await invoke('dataset_lookup', { dataset: datasetId, filters: ['city:eq:Paris'] }, lyonOnly.token)).body.result.rows).toEqual([]);
     expectProblem(await invoke('dataset_lookup', { dataset: 'no_such_dataset' }), 400, 'body.arguments.dataset');
     expectProblem(await invoke('dataset_lookup', { dataset: datasetName, limit: 51 }), 400, 'body.arguments.limit');
 
@@ -224,6 +233,10 @@ describe.each(DIALECTS)('agent tools and chat (%s)', (dialect) => {
     expectProblem(await t.request('POST', '/api/chat/conversations', { body: { connection_id: 999_999 } }), 400, 'body.connection_id');
     expectProblem(await t.request('POST', '/api/chat/conversations', { body: { connection_id: connectionId, tools: ['rm_rf'] } }), 400, 'body.tools.0');
     expectProblem(await t.request('POST', '/api/chat/conversations', { body: { connection_id: connectionId, title: 'x'.repeat(201) } }), 400, 'body.title');
+    const listing = await t.request('POST', '/api/llm-mesh/connections', { body: { name: 'listing-models', provider: 'openai_compatible', config: { base_url: `${openai.url}/v1`, models: ['gpt-test'] } } });
+    expectProblem(await t.request('POST', '/api/chat/conversations', { body: { connection_id: listing.body.id, model: 'gpt-unknown' } }), 400, 'body.model');
+    expectProblem(await t.request('POST', '/api/chat/conversations', { body: { connection_id: connectionId, system_prompt: 'x'.repeat(100_001) } }), 400, 'body.system_prompt');
+    expectProblem(await t.request('POST', '/api/chat/conversations', { body: { connection_id: connectionId, tools: "'; drop table chat_conversations; --" } }), 400, 'body.tools');
     const mine = await t.request('POST', '/api/chat/conversations', { body: { title: 'private', connection_id: connectionId } });
     const editor = await t.userToken('editor', `chat-editor-${dialect}`);
     expectProblem(await t.request('GET', `/api/chat/conversations/${mine.body.id}`, { token: editor.token }), 404);

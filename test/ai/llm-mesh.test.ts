@@ -63,6 +63,10 @@ describe.each(DIALECTS)('LLM mesh (%s)', (dialect) => {
     const audit = await t.request('GET', '/api/audit?action=llm_mesh.*');
     expect(audit.body.items.map((a: { action: string }) => a.action)).toEqual(expect.arrayContaining(['llm_mesh.connection.create', 'llm_mesh.connection.update']));
     for (const text of [created.text, renamed.text, listed.text, tested.text, audit.text, logLines.join('\n')]) expect(text).not.toContain(OPENAI_KEY);
+    // Sealed at rest: the row holds neither the key nor any part of it in clear.
+    const stored = await t.kernel.storage.db.selectFrom('llm_mesh_connections').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+    expect(JSON.stringify(stored)).not.toContain(OPENAI_KEY.slice(4, 16));
+    expect(stored.api_key_sealed).toEqual(expect.any(String));
 
     // A wrong key: the test says what failed, without the key.
     const wrong = await connect({ name: 'wrong-key', provider: 'openai_compatible', config: { base_url: `${openai.url}/v1`, api_key: 'sk-wrong-key-not-shown' } });
