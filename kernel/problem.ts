@@ -7,9 +7,17 @@ export interface FieldError {
   message: string;
 }
 
-/** Validation issues (zod's shape) as field errors under a location such as `body` or `query`. */
-export function fieldErrorsOf(issues: readonly { path: readonly PropertyKey[]; message: string }[], location: string): FieldError[] {
-  return issues.map((issue) => ({ path: [location, ...issue.path.map(String)].join('.'), message: issue.message }));
+/**
+ * Validation issues (zod's shape) as field errors under a location such as `body` or `query`. A
+ * field a strict object does not take is named itself (`body.temperature`: not a field here), not
+ * the object holding it, so the caller sees which one to leave out.
+ */
+export function fieldErrorsOf(issues: readonly { path: readonly PropertyKey[]; message: string; code?: string; keys?: readonly string[] }[], location: string): FieldError[] {
+  return issues.flatMap((issue) => {
+    const at = [location, ...issue.path.map(String)];
+    if (issue.code === 'unrecognized_keys' && issue.keys?.length) return issue.keys.map((key) => ({ path: [...at, key].join('.'), message: 'is not a field here' }));
+    return [{ path: at.join('.'), message: issue.message }];
+  });
 }
 
 const PROBLEM_BRAND = Symbol.for('platform.http-problem');

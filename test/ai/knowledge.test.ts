@@ -146,6 +146,14 @@ describe.each(DIALECTS)('knowledge (%s)', (dialect) => {
     const unknown = await t.request('POST', `/api/knowledge-bases/${keywordOnly.body.id}/ask`, { body: { question: 'What do zebras eat?', connection_id: connectionId } });
     expect(unknown.body).toMatchObject({ grounded: false, sources: [], answer: expect.stringMatching(/could not find/) });
     expect(openai.requests.length).toBe(before);
+
+    const askPlain = (body: Record<string, unknown>) => t.request('POST', `/api/knowledge-bases/${keywordOnly.body.id}/ask`, { body });
+    expectProblem(await askPlain({ question: '   ', connection_id: connectionId }), 400, 'body.question');
+    expectProblem(await askPlain({ question: 'x'.repeat(10_001), connection_id: connectionId }), 400, 'body.question');
+    expectProblem(await askPlain({ question: 'Eiffel?', connection_id: 999_999 }), 400, 'body.connection_id');
+    expectProblem(await askPlain({ question: 'Eiffel?', connection_id: connectionId, top_k: 21 }), 400, 'body.top_k');
+    expectProblem(await askPlain({ question: 'Eiffel?', connection_id: connectionId, temperature: 2 }), 400, 'body.temperature');
+    expectProblem(await t.request('POST', '/api/knowledge-bases/999999/ask', { body: { question: 'Eiffel?', connection_id: connectionId } }), 404);
   });
 
   it('cancels an indexing run midway: documents done stay indexed, the rest stay pending for the next run, the provider\u2019s call is ended', async () => {
