@@ -1,4 +1,5 @@
-import { problems, z } from '../../kernel/plugin-api.ts';
+import { ChangeCountedCache, problems, z } from '../../kernel/plugin-api.ts';
+import { LLM_MESH_COUNTER } from './migrations.ts';
 import type { Storage } from '../../storage/index.ts';
 import { guardrailsSchema, type Guardrails } from './guardrails.ts';
 
@@ -83,7 +84,12 @@ const notFound = (id: number) => problems.notFound(`no LLM connection ${id} in t
 
 /** The organization's LLM connections: every read and write is filtered by its id. */
 export class ConnectionStore {
-  constructor(private readonly storage: Storage) {}
+  /** Connections as calls read them (`orgId:id`), until a change of any: no database read per call for them. */
+  private readonly known: ChangeCountedCache<string, ConnectionRecord | null>;
+
+  constructor(private readonly storage: Storage) {
+    this.known = new ChangeCountedCache(storage, LLM_MESH_COUNTER);
+  }
 
   async create(orgId: number, input: ConnectionWrite, userId: number | null): Promise<ConnectionRecord> {
     const now = this.storage.now();
@@ -107,8 +113,10 @@ export class ConnectionStore {
   }
 
   async find(orgId: number, id: number): Promise<ConnectionRecord | null> {
-    const row = (await this.storage.db.selectFrom('llm_mesh_connections').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()) as Row | undefined;
-    return row ? recordOf(row) : null;
+    return this.known.get(`${orgId}:${id}`, async () => {
+      const row = (await this.storage.db.selectFrom('llm_mesh_connections').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()) as Row | undefined;
+      return row ? recordOf(row) : null;
+    });
   }
 
   async update(orgId: number, id: number, input: ConnectionWrite): Promise<ConnectionRecord> {

@@ -1,5 +1,8 @@
 import type { Migration } from '../../storage/index.ts';
 
+/** The change counter of the mesh's settings (connections, quotas). */
+export const LLM_MESH_COUNTER = 'llm_mesh';
+
 /** LLM connections, the trace of every call, and cost quotas. Frozen: never import current code here. */
 export const llmMeshMigrations: Record<string, Migration> = {
   '2026-12-02T0400_llm_mesh': {
@@ -74,6 +77,16 @@ export const llmMeshMigrations: Record<string, Migration> = {
       await db.schema.dropTable('llm_mesh_quotas').execute();
       await db.schema.dropTable('llm_mesh_calls').execute();
       await db.schema.dropTable('llm_mesh_connections').execute();
+    },
+  },
+  '2026-12-03T0900_llm_mesh_change_counter': {
+    // Connections and quotas as calls read them are kept in memory until this counter moves (the
+    // calls' own trace is not tracked: it changes with every call).
+    async up({ db, storage }) {
+      await storage.trackChanges(db, LLM_MESH_COUNTER, [{ table: 'llm_mesh_connections' }, { table: 'llm_mesh_quotas' }]);
+    },
+    async down({ db, storage }) {
+      await storage.untrackChanges(db, LLM_MESH_COUNTER, [{ table: 'llm_mesh_connections' }, { table: 'llm_mesh_quotas' }]);
     },
   },
 };

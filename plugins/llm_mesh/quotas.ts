@@ -1,7 +1,8 @@
-import { problems, z, type DomainEvents } from '../../kernel/plugin-api.ts';
+import { ChangeCountedCache, problems, z, type DomainEvents } from '../../kernel/plugin-api.ts';
 import type { Storage } from '../../storage/index.ts';
 import { roundUsd, type CallLog, type SpendScope } from './call-log.ts';
 import { QUOTA_ALERT_EVENT, type QuotaAlertEvent } from './public.ts';
+import { LLM_MESH_COUNTER } from './migrations.ts';
 
 export const QUOTA_SCOPES = ['organization', 'project', 'user', 'connection'] as const;
 
@@ -66,11 +67,16 @@ const notFound = (id: number) => problems.notFound(`no LLM quota ${id} in this o
 
 /** Cost quotas: kept per organization, checked before each call, their alerts sent once per period. */
 export class Quotas {
+  /** Each organization's quotas as calls check them, until a change of any: no database read per call for them. */
+  private readonly byOrg: ChangeCountedCache<number, Quota[]>;
+
   constructor(
     private readonly storage: Storage,
     private readonly calls: CallLog,
     private readonly events: DomainEvents,
-  ) {}
+  ) {
+    this.byOrg = new ChangeCountedCache(storage, LLM_MESH_COUNTER);
+  }
 
   async create(orgId: number, input: QuotaInput, userId: number | null): Promise<Quota> {
     const now = this.storage.now();
@@ -105,7 +111,7 @@ export class Quotas {
 
   /** The quotas that count a call: the organization's, and its project's, user's and connection's. */
   private async applying(scope: CallScope): Promise<Quota[]> {
-    const all = await this.list(scope.orgId);
+    const all = await this.byOrg.get(scope.orgId, () => this.list(scope.orgId));
     return all.filter(
       (q) =>
         q.scope === 'organization' ||
