@@ -388,6 +388,16 @@ describe.each(DIALECTS)('LLM mesh (%s)', (dialect) => {
     expect((await t.request('GET', '/api/llm-mesh/quotas')).body.items.find((q: { id: number }) => q.id === soft.body.id)).toMatchObject({ spent_usd: 4 });
     expect((await t.request('GET', '/api/notifications', { token: user2.token })).body.items.filter((n: { type: string }) => n.type === 'llm.quota.alert')).toEqual([]);
 
+    // An organization-wide quota counts every call of the organization, whoever makes it on whichever connection.
+    const orgWide = await t.request('POST', '/api/llm-mesh/quotas', { body: { scope: 'organization', amount_usd: 1_000_000, period: 'month', blocking: true } });
+    expect(orgWide.status, orgWide.text).toBe(201);
+    const listedOrgWide = () => t.request('GET', '/api/llm-mesh/quotas').then((r) => r.body.items.find((q: { id: number }) => q.id === orgWide.body.id));
+    const spentBefore = (await listedOrgWide()).spent_usd;
+    openai.script.push({ text: 'costly', usage: { input_tokens: 1000, output_tokens: 0 } });
+    expect((await complete({ connection_id: softConnection.id, messages: user('org-wide') }, user2.token)).status).toBe(200);
+    expect((await listedOrgWide()).spent_usd).toBeCloseTo(spentBefore + 1, 6);
+    expect((await t.request('DELETE', `/api/llm-mesh/quotas/${orgWide.body.id}`)).status).toBe(204);
+
     // Bad quotas.
     expectProblem(await t.request('POST', '/api/llm-mesh/quotas', { body: { scope: 'project', amount_usd: 5, period: 'month' } }), 400, 'body.scope_id');
     expectProblem(await t.request('POST', '/api/llm-mesh/quotas', { body: { scope: 'organization', amount_usd: 5, period: 'rolling_days' } }), 400, 'body.days');

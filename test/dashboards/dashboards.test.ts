@@ -248,7 +248,7 @@ describe.each(DIALECTS)('dashboards (%s)', (dialect) => {
       [{ filters: [{ column: 'region' }, { column: 'region' }] }, 'body.filters.1.column'],
       [{ name: '' }, 'body.name'],
       [{ name: 'x'.repeat(201) }, 'body.name'],
-      [{ surprise: true }, 'body'],
+      [{ surprise: true }, 'body.surprise'],
     ];
     for (const [body, path] of cases) expectProblem(await create(body), 400, path);
     // Another organization's dataset is not found here; another organization's project is a 422.

@@ -140,7 +140,7 @@ describe.each(DIALECTS)('data-quality rules (%s)', (dialect) => {
       [{ name: 'x', type: 'pattern', params: { column: 'email', pattern: '([' } }, 400, 'body.params.pattern'],
       [{ name: 'x', type: 'allowed_values', params: { column: 'country', values: [] } }, 400, 'body.params.values'],
       [{ name: 'x', type: 'freshness', params: { column: 'country', max_age_hours: 1 } }, 422, 'body.params.column'],
-      [{ name: 'x', type: 'not_null', params: { column: 'id', extra: 1 } }, 400, 'body.params'],
+      [{ name: 'x', type: 'not_null', params: { column: 'id', extra: 1 } }, 400, 'body.params.extra'],
     ];
     for (const [body, status, path] of cases) {
       const res = await createRule(body);
