@@ -44,6 +44,26 @@ export function isHttpProblem(value: unknown): value is HttpProblem {
   return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[PROBLEM_BRAND] === true;
 }
 
+/**
+ * `err` with its fields renamed by `rename`, for a check run on behalf of a caller who put them
+ * elsewhere (an endpoint's `body.region` is a tool's `arguments.input.region`): in its `errors`, and
+ * where its detail names one as checks word it (`<path>: why`, several joined by `; `). Anything
+ * else, and a problem none of whose fields is renamed, is answered as it is.
+ */
+export function withFieldsRenamed(err: unknown, rename: (path: string) => string): unknown {
+  if (!isHttpProblem(err) || !err.options.errors?.length) return err;
+  const renamed = new Map(err.options.errors.map((e) => [e.path, rename(e.path)]));
+  if ([...renamed].every(([from, to]) => from === to)) return err;
+  const detail = err.detail
+    .split('; ')
+    .map((part) => {
+      const path = part.slice(0, part.indexOf(': '));
+      return renamed.has(path) ? renamed.get(path) + part.slice(path.length) : part;
+    })
+    .join('; ');
+  return new HttpProblem(err.status, detail, { ...err.options, errors: err.options.errors.map((e) => ({ ...e, path: renamed.get(e.path)! })) });
+}
+
 export const problems = {
   badRequest: (detail: string, errors?: FieldError[]) => new HttpProblem(400, detail, { errors }),
   /** A 400 whose detail lists every field error (`body.params.x: why; …`), for checks that gather them all before refusing. */

@@ -1,4 +1,4 @@
-import { HttpProblem } from '../../kernel/plugin-api.ts';
+import { HttpProblem, withFieldsRenamed } from '../../kernel/plugin-api.ts';
 import type { AgentToolRunner, ToolContext } from '../agent_tools/public.ts';
 import type { ChatMessage, LlmMesh, MeshCaller, MeshCompletion, TokenUsage, ToolDefinition } from '../llm_mesh/public.ts';
 import type { ChatSource, StoredMessage } from './conversation-store.ts';
@@ -118,16 +118,12 @@ export async function* agentLoop(mesh: LlmMesh, runner: AgentToolRunner, input: 
  * answer in this reply (`tool_results`).
  */
 function promptFieldsRenamed(err: unknown, userIndex: number): unknown {
-  if (!(err instanceof HttpProblem) || err.status !== 400 || !err.options.errors?.length) return err;
-  const renamed = (path: string) => {
+  return withFieldsRenamed(err, (path) => {
     if (path === 'body.messages') return 'conversation';
     const index = /^body\.messages\.(\d+)\.content$/.exec(path)?.[1];
     if (index === undefined) return path;
     return Number(index) === userIndex ? 'body.content' : Number(index) < userIndex ? 'conversation' : 'tool_results';
-  };
-  const errors = err.options.errors.map((e) => ({ ...e, path: renamed(e.path) }));
-  const detail = err.options.errors.reduce((text, e, i) => text.replaceAll(e.path, errors[i].path), err.detail);
-  return new HttpProblem(400, detail, { ...err.options, errors });
+  });
 }
 
 /** Runs one tool call as the user; what fails (a bad argument, a refusal) is told to the model rather than ending the reply. */

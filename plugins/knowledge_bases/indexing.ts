@@ -25,10 +25,9 @@ export function indexingKind(store: KnowledgeBaseStore, documents: KnowledgeDocu
       const pending = await store.pending(base.id);
       log('info', `${pending.length} document(s) to index into knowledge base ${base.id} (passages of ${base.chunking.size} characters, ${base.chunking.overlap} overlapping)`);
       const failed: string[] = [];
-      await progress(0, pending.length);
       for (const [index, item] of pending.entries()) {
         signal.throwIfAborted();
-        if (index > 0) await progress(index, pending.length);
+        await progress(index, pending.length);
         const document = await documents.get(orgId, item.document_id);
         if (!document) {
           await store.failDocument(base.id, item.document_id, 'the document was deleted');

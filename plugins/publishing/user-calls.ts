@@ -5,7 +5,7 @@
  * input, a JSON body, checked first against the endpoint's description in the service's OpenAPI
  * document (its POST operation's request body), so a caller is told exactly what the service expects.
  */
-import { checkOnce, HttpProblem, problems, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
+import { checkOnce, problems, withFieldsRenamed, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
 import type { EndpointRunner } from './calls.ts';
 import type { ServiceStore } from './service-store.ts';
@@ -41,13 +41,8 @@ export function userCalls(deps: UserCallDeps) {
     try {
       return await deps.run(endpoint, { source: 'body', values: input }, { orgId, publisher: principal, fixed: {}, audit });
     } catch (err) {
-      throw relocated(err, location);
+      // The endpoint names an input as a POST body's (`body.region`): named where the caller put it (`arguments.input.region`).
+      throw withFieldsRenamed(err, (path) => (path === 'body' || path.startsWith('body.') ? location + path.slice('body'.length) : path));
     }
   };
-}
-
-/** An endpoint's refusal of an input, which it names as a POST body's (`body.region`), naming it where the caller put it (`arguments.input.region`). */
-function relocated(err: unknown, location: string): unknown {
-  if (!(err instanceof HttpProblem) || err.status !== 400 || !err.options.errors?.length) return err;
-  return problems.invalidFields(err.options.errors.map((e) => ({ ...e, path: e.path === 'body' || e.path.startsWith('body.') ? location + e.path.slice('body'.length) : e.path })));
 }
