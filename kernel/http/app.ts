@@ -34,7 +34,8 @@ export class InflightCounter {
     if (this.draining) ctx.set('Connection', 'close');
     // A request ends when its answer is written (or its connection drops), not when the middleware
     // returns: Koa writes the body after that, and shutdown closes every connection once idle.
-    ctx.res.once('close', this.ended);
+    // `on`, not `once`: an answer closes once, and a once-listener costs a wrapper and its removal.
+    ctx.res.on('close', this.ended);
     return next();
   };
 
@@ -69,11 +70,12 @@ function healthRoutes(storage: Storage, inflight: InflightCounter): Middleware {
     ctx.body = { status: 'ready' };
   };
   return (ctx, next) => {
-    if (ctx.method === 'GET' && ctx.path === '/healthz') {
+    const { method, path } = ctx.state as RequestState;
+    if (method === 'GET' && path === '/healthz') {
       ctx.body = { status: 'ok' };
       return Promise.resolve();
     }
-    if (ctx.method === 'GET' && ctx.path === '/readyz') return ready(ctx);
+    if (method === 'GET' && path === '/readyz') return ready(ctx);
     return next();
   };
 }

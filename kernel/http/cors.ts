@@ -14,11 +14,12 @@ const PREFLIGHT_MAX_AGE_S = '600';
 export function cors(allowedOrigins: readonly string[]): Middleware {
   const allowed = new Set(allowedOrigins.map((o) => o.replace(/\/$/, '')));
   return (ctx, next) => {
-    const origin = (ctx.state as RequestState).header('origin');
+    const state = ctx.state as RequestState;
+    const origin = state.header('origin');
     if (!origin) return next();
     ctx.vary('Origin');
     const isAllowed = allowed.has(origin);
-    const isPreflight = ctx.method === 'OPTIONS' && !!ctx.get('Access-Control-Request-Method');
+    const isPreflight = state.method === 'OPTIONS' && !!ctx.get('Access-Control-Request-Method');
     if (isPreflight) {
       if (!isAllowed) throw problems.forbidden(`origin ${origin} is not allowed (CORS_ALLOWED_ORIGINS)`);
       ctx.set('Access-Control-Allow-Origin', origin);

@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { Context, Middleware, Next } from 'koa';
 import { koaSwagger } from 'koa2-swagger-ui';
 import { documentHeaders } from './security-headers.ts';
+import type { RequestState } from './state.ts';
 
 const require = createRequire(import.meta.url);
 const swaggerDist = path.dirname(require.resolve('swagger-ui-dist/package.json'));
@@ -89,7 +90,8 @@ export function docsRoutes(openapi: () => Record<string, unknown>): Middleware {
   };
   // Every API request passes here: only the docs' own paths take the async branch.
   return (ctx, next) => {
-    if ((ctx.method !== 'GET' && ctx.method !== 'HEAD') || ctx.path.startsWith('/api/')) return next();
+    const { method, path: requested } = ctx.state as RequestState;
+    if ((method !== 'GET' && method !== 'HEAD') || requested.startsWith('/api/')) return next();
     return serve(ctx, next);
   };
 }

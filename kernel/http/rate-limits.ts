@@ -34,7 +34,7 @@ export function rateLimits(store: RateLimitStore, settings: RateLimitSettings): 
     await next();
   };
   return (ctx, next) => {
-    const path = ctx.path;
+    const path = ctx.state.path;
     const auth = inAuthBucket(path);
     if (auth ? settings.authPerSecond > 0 : settings.apiPerSecond > 0 && inGeneralBucket(path)) return limited(ctx, next, auth);
     return next();

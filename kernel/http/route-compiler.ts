@@ -236,7 +236,7 @@ function respond(ctx: Context, route: RouteDefinition, successStatus: number, re
     return;
   }
   if (body instanceof JsonText) {
-    response.set('content-type', 'application/json; charset=utf-8'); // lower case: see security-headers.ts
+    ctx.res.setHeader('content-type', 'application/json; charset=utf-8'); // lower case: see security-headers.ts
     response.body = body.text;
   } else {
     response.body = body;

@@ -9,6 +9,12 @@ export interface RequestState {
   log: Logger;
   /** Client address (the first X-Forwarded-For hop when TRUST_PROXY is on). */
   ip: string;
+  /**
+   * The request's method and path (without the query), read once: through Koa's context each read is
+   * a delegated getter and a URL parse check, and every middleware before the route reads them.
+   */
+  readonly method: string;
+  readonly path: string;
   /** A request header by its lower-case name (see `rawHeader`). */
   header(name: string): string | undefined;
   principal?: Principal;
@@ -22,13 +28,18 @@ export class KernelRequestState implements RequestState {
   principal?: Principal;
   orgId?: number;
   loggedPath?: string;
+  readonly method: string;
+  readonly path: string;
   private address: string | undefined;
 
   constructor(
     private readonly ctx: Context,
     readonly requestId: string,
     readonly log: Logger,
-  ) {}
+  ) {
+    this.method = ctx.req.method!;
+    this.path = ctx.request.path;
+  }
 
   get ip(): string {
     return (this.address ??= this.ctx.ip);

@@ -1,4 +1,5 @@
 import type { Context, Middleware } from 'koa';
+import type { RequestState } from '../http/state.ts';
 import { HttpProblem, problems } from '../problem.ts';
 
 /** A route to serve: OpenAPI-style path (`/api/datasets/{id}`), method, and the middleware serving it. */
@@ -94,8 +95,8 @@ export class RouteTable {
   }
 
   dispatch(ctx: Context): Promise<void> {
-    const method = ctx.method === 'HEAD' ? 'GET' : ctx.method;
-    const path = ctx.path;
+    const { method: asked, path } = ctx.state as RequestState;
+    const method = asked === 'HEAD' ? 'GET' : asked;
     let paths = this.remembered.get(method);
     if (!paths) this.remembered.set(method, (paths = new Map()));
     let match = paths.get(path);

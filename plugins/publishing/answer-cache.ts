@@ -51,6 +51,8 @@ export class AnswerCache {
   private readonly idsOfShared = new Map<string, string>();
   private nextSharedId = 0;
   private bytes = 0;
+  /** The key used last (the end of `entries`' order): a hot answer asked again is not moved. */
+  private newest: string | undefined;
 
   constructor(
     private readonly deps: { catalog: DatasetCatalog; sql: GovernedSql },
@@ -66,8 +68,11 @@ export class AnswerCache {
     const hit = this.entries.get(key);
     if (hit && hit.expiresAt > Date.now()) {
       // Moved to the end: the map's order is the order of last use.
-      this.entries.delete(key);
-      this.entries.set(key, hit);
+      if (key !== this.newest) {
+        this.entries.delete(key);
+        this.entries.set(key, hit);
+        this.newest = key;
+      }
       return hit.answer;
     }
     if (hit) this.forget(key, hit);
@@ -134,6 +139,7 @@ export class AnswerCache {
     const previous = this.entries.get(key);
     if (previous) this.forget(key, previous);
     this.entries.set(key, { answer: json, bytes, expiresAt: Date.now() + ttlSeconds * 1000 });
+    this.newest = key;
     this.bytes += bytes;
     for (const [oldest, entry] of this.entries) {
       if (this.bytes <= this.budgetBytes) break;
@@ -143,6 +149,7 @@ export class AnswerCache {
 
   private forget(key: string, entry: Entry): void {
     this.entries.delete(key);
+    if (key === this.newest) this.newest = undefined;
     this.bytes -= entry.bytes;
   }
 }

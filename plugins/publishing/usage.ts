@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import type { Maybe } from '../../kernel/plugin-api.ts';
+import type { ApiKeyPrincipal, Maybe } from '../../kernel/plugin-api.ts';
 import type { EndpointCall } from './calls.ts';
 import { LATENCY_BUCKETS, latencyBucket } from './latency-histogram.ts';
 import type { ApiService } from './service-store.ts';
@@ -27,6 +27,8 @@ const tallyId = (serviceId: number, keyId: number, minute: number, endpoint: str
  */
 export class UsageRecorder {
   private pending = new Map<string, MinuteTally>();
+  /** Per key (its principal: one object while the key is unchanged), the tally its last call counted in, and in which pending map. */
+  private readonly lastTally = new WeakMap<ApiKeyPrincipal, { tally: MinuteTally; pending: Map<string, MinuteTally>; service: ApiService; asked: string }>();
   private flushing: Promise<void> | undefined;
   private readonly timer: NodeJS.Timeout;
   private prunedAt = 0;
@@ -75,17 +77,28 @@ export class UsageRecorder {
     if (!service) return;
     const ms = performance.now() - started;
     const now = Date.now();
-    const minute = now - (now % MINUTE_MS);
+    const tally = this.tallyOf(service, call, now - (now % MINUTE_MS), now);
+    const bucket = latencyBucket(ms);
+    tally.calls[bucket]++;
+    if (failed) tally.errors[bucket]++;
+    tally.lastCallAt = Math.max(tally.lastCallAt, now);
+  }
+
+  /**
+   * The pending tally a call counts in. A key's calls mostly repeat one endpoint within a minute: the
+   * tally its last call counted in is taken again without making the tally's id and looking it up.
+   */
+  private tallyOf(service: ApiService, call: EndpointCall, minute: number, now: number): MinuteTally {
+    const last = this.lastTally.get(call.principal);
+    if (last && last.pending === this.pending && last.service === service && last.asked === call.endpoint && last.tally.minute === minute) return last.tally;
     const keyId = Number(call.principal.keyId);
     // A name the service has no endpoint of is counted as one: a caller cannot grow the table with made-up names.
     const endpoint = service.endpoints.some((e) => e.name === call.endpoint) ? call.endpoint : null;
     const id = tallyId(service.id, keyId, minute, endpoint);
     let tally = this.pending.get(id);
     if (!tally) this.pending.set(id, (tally = { serviceId: service.id, keyId, endpoint, minute, calls: new Uint32Array(LATENCY_BUCKETS), errors: new Uint32Array(LATENCY_BUCKETS), lastCallAt: now }));
-    const bucket = latencyBucket(ms);
-    tally.calls[bucket]++;
-    if (failed) tally.errors[bucket]++;
-    tally.lastCallAt = Math.max(tally.lastCallAt, now);
+    this.lastTally.set(call.principal, { tally, pending: this.pending, service, asked: call.endpoint });
+    return tally;
   }
 
   /** Adds what was counted so far to the table (one flush at a time); counts a failed flush could not add are kept for the next. */
