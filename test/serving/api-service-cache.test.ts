@@ -70,6 +70,23 @@ describe.each(DIALECTS)('API Service answer cache (%s)', (dialect) => {
     await renameBehindTheBack(1, 'Ada');
   });
 
+  it('answers a cached answer with the headers of any answer, and HEAD with the same headers and no body', async () => {
+    const { secret } = await service('headed-lookup', lookup(300));
+    const first = await call('headed-lookup', 'customer', secret, 'id=2');
+    const again = await t.request('GET', '/api/service/headed-lookup/customer?id=2', { token: null, headers: { 'x-api-key': secret, 'x-request-id': 'client-chosen.1' } });
+    expect(again.text).toBe(first.text);
+    expect(again.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    expect(Number(again.headers.get('content-length'))).toBe(Buffer.byteLength(again.text));
+    expect(again.headers.get('x-request-id')).toBe('client-chosen.1');
+    expect(again.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(again.headers.get('cache-control')).toBe('no-store');
+    expect(again.headers.get('content-security-policy')).toContain("default-src 'none'");
+    const head = await t.request('HEAD', '/api/service/headed-lookup/customer?id=2', { token: null, headers: { 'x-api-key': secret } });
+    expect(head.status).toBe(200);
+    expect(head.text).toBe('');
+    expect(head.headers.get('content-length')).toBe(again.headers.get('content-length'));
+  });
+
   it('does not cache an endpoint without cache_ttl_s, and lets an answer expire after its TTL', async () => {
     const uncached = await service('uncached-lookup', lookup(0));
     const shortLived = await service('short-lookup', lookup(1));
