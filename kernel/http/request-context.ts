@@ -27,7 +27,7 @@ export function requestContext(logger: Logger, connectionLost: (err: unknown) =>
     const started = logsRequests ? performance.now() : 0;
     const answered = next().catch((err: unknown) => answerProblem(ctx, err, log, requestId, connectionLost));
     if (!logsRequests) return answered;
-    return answered.then(() => log.info({ method: ctx.method, path: ctx.state.loggedPath ?? ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request'));
+    return answered.then(() => log.info({ method: ctx.state.method, path: ctx.state.loggedPath ?? ctx.state.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request'));
   };
 }
 

@@ -234,12 +234,12 @@ function respond(ctx: Context, route: RouteDefinition, successStatus: number, re
       throw new Error(`route ${route.method.toUpperCase()} ${route.path} answered a body that breaks its declared ${status} schema: ${parsed.error.message}`);
     }
   }
-  if (body instanceof JsonText && !isReply(result)) return writeJsonText(ctx, status, body);
   // On Koa's response, not through the context: the context's delegated setters take V8's slow path
   // for every store, which cost more than the rest of writing a small answer.
   const response = ctx.response;
-  response.status = status;
   if (isReply(result)) for (const [name, value] of Object.entries(result.headers ?? {})) response.set(name, value);
+  if (body instanceof JsonText && status !== 204) return writeJsonText(ctx, status, body);
+  response.status = status;
   if (status === 204) return;
   if (body === undefined) {
     // Left unset, Koa would answer the status's reason phrase ("Created") as text/plain: a body the
@@ -248,12 +248,7 @@ function respond(ctx: Context, route: RouteDefinition, successStatus: number, re
     response.remove('Content-Type');
     return;
   }
-  if (body instanceof JsonText) {
-    ctx.res.setHeader('content-type', 'application/json; charset=utf-8'); // lower case: see security-headers.ts
-    response.body = body.text;
-  } else {
-    response.body = body;
-  }
+  response.body = body;
 }
 
 /**
