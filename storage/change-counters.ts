@@ -40,6 +40,11 @@ export class FreshSharedRead<T> {
 
   constructor(private readonly read: () => Promise<T>) {}
 
+  /** Whether a read is in flight. */
+  get reading(): boolean {
+    return this.inFlight !== null;
+  }
+
   get(): Promise<T> {
     if (!this.inFlight) return this.start();
     this.queued ??= this.inFlight.then(noop, noop).then(() => {

@@ -40,7 +40,9 @@ export function tickAfterWrites(client: pg.ClientBase, clock: WriteClock): void 
  * this process ended since and for at most OTHER_PROCESS_LAG_MS (the SQLite adapter's rule): a
  * request answered from memory asks no query, and a change written through another instance or a
  * console is seen within that lag. Callers needing a read share one in flight only if it started
- * after they asked (FreshSharedRead).
+ * after they asked (FreshSharedRead). Values past REFRESH_AHEAD_MS are read again in the
+ * background while they still answer: a read waits for the database's round trip, and on a busy
+ * machine that is a pause of every request of the instance, each lag, when they all wait for it.
  */
 export class PostgresCounters {
   private values: Map<string, number> | undefined;
@@ -61,10 +63,16 @@ export class PostgresCounters {
   }
 
   get(counter: string): number | Promise<number> {
-    if (this.values && this.freshness.isFresh()) return valueOf(this.values, counter);
+    if (this.values && this.freshness.isFresh()) {
+      if (this.freshness.isAging() && !this.shared.reading) this.shared.get().catch(ignoreAheadOfNeed);
+      return valueOf(this.values, counter);
+    }
     return this.shared.get().then((values) => valueOf(values, counter));
   }
 }
+
+/** A read ahead of need that failed: the next read a caller waits for meets (and reports) the same error. */
+const ignoreAheadOfNeed = () => undefined;
 
 function valueOf(values: Map<string, number>, counter: string): number {
   const value = values.get(counter);

@@ -7,6 +7,13 @@ import path from 'node:path';
 export const OTHER_PROCESS_LAG_MS = 20;
 
 /**
+ * From this age on, counters read asynchronously (Postgres) are read again in the background while
+ * the values held keep answering: under load the new read is back before the held ones reach
+ * OTHER_PROCESS_LAG_MS, and no request waits for it.
+ */
+export const REFRESH_AHEAD_MS = 15;
+
+/**
  * Writes made by this process to one database, through any of its connections (and any storage
  * opened on it: two kernels of one process, as tests start them, share the clock).
  */
@@ -64,6 +71,11 @@ export class CounterFreshness {
 
   isFresh(): boolean {
     return this.held.ticks === this.clock.ticks && Date.now() - this.held.at < OTHER_PROCESS_LAG_MS;
+  }
+
+  /** Fresh, and old enough to be read again ahead of need (REFRESH_AHEAD_MS). */
+  isAging(): boolean {
+    return Date.now() - this.held.at >= REFRESH_AHEAD_MS;
   }
 }
 
