@@ -218,8 +218,13 @@ export class ModelStore {
   }
 
   async artifact(versionId: number): Promise<ModelArtifact | OnnxArtifact> {
+    return JSON.parse(await this.artifactText(versionId)) as ModelArtifact | OnnxArtifact;
+  }
+
+  /** A version's artifact as its stored JSON text (a forest of many trees is megabytes of it). */
+  async artifactText(versionId: number): Promise<string> {
     const row = await this.storage.db.selectFrom('registry_model_artifacts').select('artifact').where('version_id', '=', versionId).executeTakeFirstOrThrow();
-    return JSON.parse(row.artifact) as ModelArtifact | OnnxArtifact;
+    return row.artifact;
   }
 
   /**

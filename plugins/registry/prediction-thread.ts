@@ -1,5 +1,4 @@
 import { Worker } from 'node:worker_threads';
-import type { ModelArtifact } from './learn.ts';
 
 const WORKER_MODULE = new URL('./predict-worker.mjs', import.meta.url);
 /** The heap of the prediction thread: the loaded versions (up to 32 forests) and a call's rows. */
@@ -13,7 +12,8 @@ type Answer = { id: number; result?: Scored; missing?: true; error?: string };
 interface Pending {
   versionId: number;
   rows: Record<string, unknown>[];
-  artifactOf: () => Promise<ModelArtifact>;
+  /** The version's artifact as its JSON text: parsed in the thread, not on the request path. */
+  artifactOf: () => Promise<string>;
   reloads: number;
   resolve(result: Scored): void;
   reject(error: Error): void;
@@ -34,7 +34,7 @@ export class PredictionThread {
   /** The versions sent to the current thread (or being read to be sent), by id. */
   private readonly sent = new Map<number, Promise<void>>();
 
-  async predict(versionId: number, rows: Record<string, unknown>[], artifactOf: () => Promise<ModelArtifact>): Promise<Scored> {
+  async predict(versionId: number, rows: Record<string, unknown>[], artifactOf: () => Promise<string>): Promise<Scored> {
     await this.send(versionId, artifactOf);
     return new Promise((resolve, reject) => {
       const id = this.nextId++;
@@ -51,7 +51,7 @@ export class PredictionThread {
   }
 
   /** Sends the version's artifact to the thread unless it was sent already. */
-  private send(versionId: number, artifactOf: () => Promise<ModelArtifact>): Promise<void> {
+  private send(versionId: number, artifactOf: () => Promise<string>): Promise<void> {
     let sending = this.sent.get(versionId);
     if (!sending) {
       const worker = this.thread();

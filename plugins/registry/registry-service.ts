@@ -1,7 +1,6 @@
 import { HttpProblem, problems, type FieldError } from '../../kernel/plugin-api.ts';
 import type { PipelineRuns } from '../pipeline/public.ts';
 import { valueProblem, type Feature } from './encoding.ts';
-import type { ModelArtifact } from './learn.ts';
 import { PredictionThread } from './prediction-thread.ts';
 import type { Model, ModelStore, ModelVersion } from './model-store.ts';
 import { loadOnnx, type OnnxArtifact, type OnnxOutput } from './onnx-model.ts';
@@ -21,7 +20,8 @@ interface LoadedVersion {
  * version, predictions.
  */
 export class RegistryService implements RegistryModels {
-  private readonly loaded = new Map<number, LoadedVersion>();
+  /** Versions loaded or being loaded: the calls arriving while a version loads share that load. */
+  private readonly loaded = new Map<number, Promise<LoadedVersion>>();
   private readonly thread = new PredictionThread();
 
   constructor(
@@ -80,7 +80,7 @@ export class RegistryService implements RegistryModels {
   async predict(orgId: number, modelId: number, number: number | null, rows: Record<string, unknown>[]): Promise<Predictions> {
     const { version } = await this.ready(orgId, modelId, number);
     const wanted = version.version;
-    const loaded = await this.load(version.id);
+    const loaded = await this.load(version);
     const errors: FieldError[] = [];
     rows.forEach((row, i) => {
       for (const feature of loaded.features) {
@@ -112,17 +112,32 @@ export class RegistryService implements RegistryModels {
     if (output.task !== model.task) throw problems.badRequest(`model ${model.name} is a ${model.task} model`, [{ path: 'body.output.task', message: `the model is a ${model.task} model` }]);
     const { model: loaded, output: read } = await loadOnnx(file, features, output);
     const version = await this.models.imported(model, { algorithm: 'onnx', task: model.task, features, output: read, onnx: file.toString('base64') }, userId);
-    this.remember(version.id, { features, predict: (rows) => loaded.predict(rows) });
+    this.remember(version.id, Promise.resolve({ features, predict: (rows) => loaded.predict(rows) }));
     return version;
   }
 
-  private async load(versionId: number): Promise<LoadedVersion> {
-    const cached = this.loaded.get(versionId);
-    if (cached) return cached;
-    const artifact = await this.models.artifact(versionId);
-    if (artifact.algorithm === 'onnx') return this.remember(versionId, await loadStored(artifact));
-    // Only the features stay here: the thread is sent the artifact (read again) when it lacks the version.
-    return this.remember(versionId, { features: artifact.features, predict: (rows) => this.thread.predict(versionId, rows, () => this.models.artifact(versionId) as Promise<ModelArtifact>) });
+  /**
+   * The version ready to predict, loaded once however many calls ask for it at the same time: each
+   * load of a first call used to read (and parse) the whole artifact, and a burst of first calls
+   * of a large forest held up every other request for seconds. A load that fails is not kept.
+   */
+  private load(version: ModelVersion): Promise<LoadedVersion> {
+    let loading = this.loaded.get(version.id);
+    if (!loading) {
+      loading = this.loadVersion(version);
+      this.remember(version.id, loading);
+      loading.catch(() => {
+        if (this.loaded.get(version.id) === loading) this.loaded.delete(version.id);
+      });
+    }
+    return loading;
+  }
+
+  private async loadVersion(version: ModelVersion): Promise<LoadedVersion> {
+    if (version.algorithm === 'onnx') return loadStored((await this.models.artifact(version.id)) as OnnxArtifact);
+    // A trained version is never read here: its features are the version's (it was trained on
+    // them), and the thread is sent the artifact's text, parsed there, when it lacks the version.
+    return { features: version.spec.features, predict: (rows) => this.thread.predict(version.id, rows, () => this.models.artifactText(version.id)) };
   }
 
   /** Stops the prediction thread (the plugin unloads). */
@@ -130,10 +145,9 @@ export class RegistryService implements RegistryModels {
     return this.thread.dispose();
   }
 
-  private remember(versionId: number, entry: LoadedVersion): LoadedVersion {
+  private remember(versionId: number, entry: Promise<LoadedVersion>): void {
     if (this.loaded.size >= LOADED_MAX) this.loaded.delete(this.loaded.keys().next().value!);
     this.loaded.set(versionId, entry);
-    return entry;
   }
 }
 

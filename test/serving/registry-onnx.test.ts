@@ -1,4 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { ModelStore } from '../../plugins/registry/model-store.ts';
+import { RegistryService } from '../../plugins/registry/registry-service.ts';
+import type { PipelineRuns } from '../../plugins/pipeline/public.ts';
 import { DIALECTS, startTestKernel, type TestKernel } from '../harness/index.ts';
 import { finished, loadDataset } from '../pipeline/pipeline-helpers.ts';
 import { importedModel, importOnnx, IRIS_FEATURES, IRIS_ONNX, IRIS_OUTPUT, IRIS_ROWS, irisLines } from './onnx-helpers.ts';
@@ -97,5 +100,22 @@ describe.each(DIALECTS)('model registry: ONNX import (%s)', (dialect) => {
       [1, 'decision_tree'],
       [2, 'onnx'],
     ]);
+  });
+
+  it('a burst of first predictions of an imported version loads it once (one read, one ONNX session)', async () => {
+    const model = await importedModel(t, project, 'burst');
+    expect((await importOnnx(t, model, IRIS_ONNX)).status).toBe(201);
+    const { org_id: orgId } = (await t.request('GET', `/api/projects/${project}`)).body;
+    // A service of its own over the kernel's real storage: it has loaded nothing, and its store's reads can be counted.
+    const store = new ModelStore(t.kernel.storage);
+    const service = new RegistryService(store, {} as PipelineRuns); // runs: read by versions() only
+    const reads = vi.spyOn(store, 'artifact');
+    try {
+      const answers = await Promise.all(Array.from({ length: 16 }, () => service.predict(Number(orgId), model, null, IRIS_ROWS)));
+      for (const answer of answers) expect(answer.predictions).toEqual(['setosa', 'versicolor', 'virginica']);
+      expect(reads).toHaveBeenCalledTimes(1);
+    } finally {
+      await service.dispose();
+    }
   });
 });

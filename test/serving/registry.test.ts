@@ -1,4 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { ModelStore } from '../../plugins/registry/model-store.ts';
+import { RegistryService } from '../../plugins/registry/registry-service.ts';
+import type { PipelineRuns } from '../../plugins/pipeline/public.ts';
 import { DIALECTS, startTestKernel, until, type TestKernel } from '../harness/index.ts';
 import { finished, loadDataset } from '../pipeline/pipeline-helpers.ts';
 
@@ -303,6 +306,25 @@ describe.each(DIALECTS)('model registry (%s)', (dialect) => {
     expect(answer.status, answer.text).toBe(200);
     expect(answer.body.predictions).toHaveLength(10_000);
     expect(longestWait).toBeLessThan((performance.now() - started) / 2);
+  });
+
+  it('a burst of first predictions of a version loads it once, its artifact parsed in the prediction thread only', async () => {
+    const { model } = await trained({ name: 'burst forest', dataset_id: classes, target: 'label', features: ['x1', 'x2', 'side'], task: 'classification', algorithm: 'random_forest', params: { n_estimators: 50 } });
+    const { org_id: orgId } = (await t.request('GET', `/api/projects/${project}`)).body;
+    // A service of its own over the kernel's real storage, so that its store's reads can be counted.
+    const store = new ModelStore(t.kernel.storage);
+    const service = new RegistryService(store, {} as PipelineRuns); // runs: read by versions() only
+    const texts = vi.spyOn(store, 'artifactText');
+    const parsed = vi.spyOn(store, 'artifact');
+    try {
+      const rows = [{ x1: 1, x2: 2, side: 'a' }];
+      const answers = await Promise.all(Array.from({ length: 16 }, () => service.predict(Number(orgId), model, null, rows)));
+      for (const answer of answers) expect(answer.predictions).toEqual(answers[0].predictions);
+      expect(texts).toHaveBeenCalledTimes(1);
+      expect(parsed).not.toHaveBeenCalled();
+    } finally {
+      await service.dispose();
+    }
   });
 
   it('the server keeps serving while a model trains in its thread; cancelling the running training stops it', async () => {
