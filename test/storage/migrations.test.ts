@@ -107,6 +107,7 @@ describe.each(DIALECTS)('migrations (%s)', (dialect) => {
     expect(await migrator.status()).toEqual(['p:2026-01-01_one_way']);
   });
 
+  // Seven processes, each loading every plugin and its migrations: about a minute on a loaded CI machine.
   it('is driven by npm run migrate, with --status and --rollback [--to]', async () => {
     const database = await createScratchDatabase(dialect, temp.dir);
     const env = { ...process.env, DATABASE_URL: database.url, DATA_DIR: temp.dir, MANIFESTS_DIR: path.join(REPO_ROOT, 'manifests') };
@@ -125,7 +126,7 @@ describe.each(DIALECTS)('migrations (%s)', (dialect) => {
     } finally {
       await database.drop();
     }
-  });
+  }, 180_000);
 });
 
 describe('SQLite files', () => {
