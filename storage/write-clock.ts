@@ -73,7 +73,7 @@ export class CounterFreshness {
     return this.held.ticks === this.clock.ticks && Date.now() - this.held.at < OTHER_PROCESS_LAG_MS;
   }
 
-  /** Fresh, and old enough to be read again ahead of need (REFRESH_AHEAD_MS). */
+  /** Old enough to be read again ahead of need (REFRESH_AHEAD_MS); asked of values `isFresh` kept. */
   isAging(): boolean {
     return Date.now() - this.held.at >= REFRESH_AHEAD_MS;
   }
