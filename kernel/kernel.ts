@@ -1,4 +1,3 @@
-import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { Migrator, openStorage, type Storage } from '../storage/index.ts';
@@ -9,7 +8,7 @@ import { issueAccessToken, type JwtSettings } from './auth/jwt.ts';
 import { Tenancy } from './auth/tenancy.ts';
 import { bootstrapAdmin } from './bootstrap.ts';
 import { pluginVisibleSettings, type Settings } from './config.ts';
-import { createApp, type InflightCounter } from './http/app.ts';
+import { createApp, createKernelServer, type InflightCounter, type KernelServer } from './http/app.ts';
 import { createRouteCompiler } from './http/route-compiler.ts';
 import { GroupDirectory } from './identity/groups.ts';
 import { IdentitySnapshot } from './identity/identity-snapshot.ts';
@@ -70,7 +69,7 @@ export class Kernel {
   /** What the kernel's own background work registered (its periodic pruning). */
   private readonly kernelDisposables: (() => void | Promise<void>)[] = [];
   private readonly jwt: JwtSettings;
-  private server: Server | undefined;
+  private server: KernelServer | undefined;
 
   constructor(private readonly options: KernelOptions) {
     const { settings } = options;
@@ -205,7 +204,7 @@ export class Kernel {
     // plugins' manifests (a platform admin holds all of them), complete only then.
     await this.work.start();
     if (settings.PLUGIN_WATCH) this.registry.watch();
-    const server = this.app.listen(settings.PORT, settings.HOST);
+    const server = createKernelServer(this.app).listen(settings.PORT, settings.HOST);
     this.server = server;
     await new Promise<void>((resolve, reject) => {
       server.once('listening', resolve);

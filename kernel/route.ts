@@ -97,8 +97,14 @@ export function isReply(value: unknown): value is Reply {
  */
 export class JsonText {
   readonly text: string;
+  private bytes: string | undefined;
   constructor(value: unknown) {
     this.text = JSON.stringify(value);
+  }
+
+  /** The text's length in UTF-8 bytes, as a Content-Length: counted once, however often it is answered. */
+  get contentLength(): string {
+    return (this.bytes ??= String(Buffer.byteLength(this.text)));
   }
 }
 

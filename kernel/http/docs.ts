@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import type { Context, Middleware, Next } from 'koa';
+import type { Context } from 'koa';
 import { koaSwagger } from 'koa2-swagger-ui';
 import { documentHeaders } from './security-headers.ts';
 import type { RequestState } from './state.ts';
@@ -14,6 +14,7 @@ const redocBundle = require.resolve('redoc/bundles/redoc.standalone.js');
 const ICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="#1f4e79"/><ellipse cx="16" cy="9" rx="9" ry="3.5" fill="#fff"/><path d="M7 9v14c0 1.9 4 3.5 9 3.5s9-1.6 9-3.5V9" fill="none" stroke="#fff" stroke-width="2"/><path d="M7 16c0 1.9 4 3.5 9 3.5s9-1.6 9-3.5" fill="none" stroke="#fff" stroke-width="2"/></svg>`;
 const ICON = Buffer.from(ICON_SVG);
 const REDOC_LOGO_PATH = '/redoc/assets/logo.svg';
+const REDOC_BUNDLE_PATH = '/redoc/assets/redoc.standalone.js';
 
 /**
  * Redoc 2 shows a "by Redocly" logo fetched from its CDN, whatever its options say; the CSP blocks
@@ -35,14 +36,20 @@ const ASSETS: Record<string, { file: string; type: string }> = {
 const REDOC_PAGE = `<!DOCTYPE html>
 <html lang="en">
 <head><meta charset="utf-8"><title>Data Platform API</title><meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" type="image/svg+xml" href="/favicon.ico"></head>
-<body><redoc spec-url="/openapi.json"></redoc><script src="/redoc/assets/redoc.standalone.js"></script></body>
+<body><redoc spec-url="/openapi.json"></redoc><script src="${REDOC_BUNDLE_PATH}"></script></body>
 </html>`;
 
 // koa2-swagger-ui's page template links a web font from a CDN; the page works without it.
 const CDN_FONT_LINK = /<link[^>]+fonts\.googleapis\.com[^>]*>\s*/g;
 
-/** /openapi.json, /docs (Swagger UI), /redoc, their assets and /favicon.ico. */
-export function docsRoutes(openapi: () => Record<string, unknown>): Middleware {
+/** Every path the docs answer: any other passes on, without a promise. */
+const DOCS_PATHS: ReadonlySet<string> = new Set(['/openapi.json', '/docs', '/docs/', '/redoc', REDOC_BUNDLE_PATH, '/favicon.ico', REDOC_LOGO_PATH, ...Object.keys(ASSETS)]);
+
+/**
+ * /openapi.json, /docs (Swagger UI), /redoc, their assets and /favicon.ico. The step answers a GET
+ * or HEAD of one of those paths, or nothing for any other request.
+ */
+export function docsRoutes(openapi: () => Record<string, unknown>): (ctx: Context) => Promise<void> | undefined {
   const swagger = koaSwagger({
     routePrefix: '/docs',
     title: 'Data Platform API',
@@ -58,40 +65,38 @@ export function docsRoutes(openapi: () => Record<string, unknown>): Middleware {
     ctx.body = html;
   };
 
-  const serve = async (ctx: Context, next: Next) => {
-    if (ctx.path === '/openapi.json') {
+  const serve = async (ctx: Context, requested: string) => {
+    if (requested === '/openapi.json') {
       ctx.body = openapi();
       return;
     }
-    if (ctx.path === '/docs' || ctx.path === '/docs/') {
+    if (requested === '/docs' || requested === '/docs/') {
       await swagger(ctx, async () => undefined);
       page(ctx, String(ctx.body).replace(CDN_FONT_LINK, ''));
       return;
     }
-    if (ctx.path === '/redoc') return page(ctx, REDOC_PAGE);
-    if (ctx.path === '/redoc/assets/redoc.standalone.js') {
+    if (requested === '/redoc') return page(ctx, REDOC_PAGE);
+    if (requested === REDOC_BUNDLE_PATH) {
       ctx.type = 'application/javascript';
       documentHeaders(ctx, 'public, max-age=86400');
       ctx.body = await redocBundleText();
       return;
     }
-    if (ctx.path === '/favicon.ico' || ctx.path === REDOC_LOGO_PATH) {
+    if (requested === '/favicon.ico' || requested === REDOC_LOGO_PATH) {
       ctx.type = 'image/svg+xml';
       // Browsers ask for a favicon with every page they open: a month of cache (it changes with a release at most).
       documentHeaders(ctx, 'public, max-age=2592000');
       ctx.body = ICON;
       return;
     }
-    const asset = ASSETS[ctx.path];
-    if (!asset) return next();
+    const asset = ASSETS[requested];
     ctx.type = asset.type;
     documentHeaders(ctx, 'public, max-age=86400');
     ctx.body = fs.createReadStream(asset.file);
   };
-  // Every API request passes here: only the docs' own paths take the async branch.
-  return (ctx, next) => {
+  return (ctx) => {
     const { method, path: requested } = ctx.state as RequestState;
-    if ((method !== 'GET' && method !== 'HEAD') || requested.startsWith('/api/')) return next();
-    return serve(ctx, next);
+    if ((method !== 'GET' && method !== 'HEAD') || !DOCS_PATHS.has(requested)) return undefined;
+    return serve(ctx, requested);
   };
 }

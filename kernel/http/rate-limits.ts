@@ -1,4 +1,4 @@
-import type { Context, Middleware, Next } from 'koa';
+import type { Context } from 'koa';
 import { problems } from '../problem.ts';
 import type { RateLimitStore } from '../rate-limit/rate-limit-store.ts';
 import type { RequestState } from './state.ts';
@@ -20,23 +20,24 @@ export const inGeneralBucket = (path: string) => path.startsWith('/api/') || pat
 
 /**
  * The spec's two client-address buckets (§8), applied in the app: the auth bucket answers 503 as
- * the spec's reverse proxy does, the general /api/ bucket 429. Both carry Retry-After.
+ * the spec's reverse proxy does, the general /api/ bucket 429. Both carry Retry-After. The step
+ * answers the check to wait for before going on (refused: a rejection), or nothing when no bucket
+ * counts the request.
  */
-export function rateLimits(store: RateLimitStore, settings: RateLimitSettings): Middleware<RequestState> {
-  const limited = async (ctx: Context & { state: RequestState }, next: Next, auth: boolean) => {
+export function rateLimits(store: RateLimitStore, settings: RateLimitSettings): (ctx: Context & { state: RequestState }) => Promise<void> | undefined {
+  const limited = async (ip: string, auth: boolean) => {
     if (auth) {
-      const decision = await store.take(`auth:${ctx.state.ip}`, settings.authPerSecond, 1000);
+      const decision = await store.take(`auth:${ip}`, settings.authPerSecond, 1000);
       if (!decision.allowed) throw problems.unavailable('too many authentication requests from this address; retry later', retryAfter(decision.retryAfterMs));
     } else {
-      const decision = await store.take(`api:${ctx.state.ip}`, settings.apiPerSecond, 1000);
+      const decision = await store.take(`api:${ip}`, settings.apiPerSecond, 1000);
       if (!decision.allowed) throw problems.tooManyRequests('too many requests from this address; retry later', retryAfter(decision.retryAfterMs));
     }
-    await next();
   };
-  return (ctx, next) => {
+  return (ctx) => {
     const path = ctx.state.path;
     const auth = inAuthBucket(path);
-    if (auth ? settings.authPerSecond > 0 : settings.apiPerSecond > 0 && inGeneralBucket(path)) return limited(ctx, next, auth);
-    return next();
+    if (auth ? settings.authPerSecond > 0 : settings.apiPerSecond > 0 && inGeneralBucket(path)) return limited(ctx.state.ip, auth);
+    return undefined;
   };
 }

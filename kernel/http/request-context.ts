@@ -1,16 +1,18 @@
-import crypto from 'node:crypto';
 import type { Context, Middleware } from 'koa';
 import type { Logger } from 'pino';
 import { HttpProblem, isHttpProblem, problemBody } from '../problem.ts';
+import { KernelResponse } from './kernel-response.ts';
 import { prototypeKeyProblem } from './prototype-keys.ts';
+import { RequestIds } from './request-ids.ts';
 import { rawHeader } from './request-headers.ts';
 import { KernelRequestState, type RequestState } from './state.ts';
 
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
- * The outermost middleware: a request id on every request and answer, one log line per request,
- * and every error turned into RFC 9457 problem details. A 500 carries the request id, never a stack;
+ * The outermost middleware: a request id on every request and answer (the response writes it, with
+ * the security headers: kernel-response.ts), one log line per request, and every error turned into
+ * RFC 9457 problem details. A 500 carries the request id, never a stack;
  * an error that says the database connection was lost (`connectionLost`, the storage's own test)
  * is a 503 the client may retry.
  */
@@ -18,12 +20,16 @@ export function requestContext(logger: Logger, connectionLost: (err: unknown) =>
   // Decided once: a silent logger needs no child per request, and no request line is built for a level that drops it.
   const silent = logger.levelVal === Infinity;
   const logsRequests = logger.isLevelEnabled('info');
+  const ids = new RequestIds();
   return (ctx, next) => {
+    const res = ctx.res;
+    // The response answers the request id and the security headers: an app served otherwise would answer neither.
+    if (!(res instanceof KernelResponse)) throw new Error('the kernel app is served by createKernelServer (app.ts), whose responses answer the request id and the security headers');
     const given = rawHeader(ctx.req.rawHeaders, 'x-request-id');
-    const requestId = given !== undefined && CLIENT_REQUEST_ID.test(given) ? given : crypto.randomUUID();
+    const requestId = given !== undefined && CLIENT_REQUEST_ID.test(given) ? given : ids.next();
     const log = silent ? logger : logger.child({ request_id: requestId });
     ctx.state = new KernelRequestState(ctx, requestId, log);
-    ctx.res.setHeader('x-request-id', requestId); // lower case: see security-headers.ts
+    res.requestId = requestId;
     const started = logsRequests ? performance.now() : 0;
     const answered = next().catch((err: unknown) => answerProblem(ctx, err, log, requestId, connectionLost));
     if (!logsRequests) return answered;

@@ -48,8 +48,8 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
     // than the lookup it would wrap.
     const parsedParams = new WeakMap<object, unknown>();
     const handle = (ctx: Context, state: RequestState): Maybe<void> => {
-      refuseNul(ctx);
-      const input = route.request ? validated(route, ctx, parsedParams) : NO_INPUT;
+      refuseNul(ctx, state.querystring);
+      const input = route.request ? validated(route, ctx, state.querystring, parsedParams) : NO_INPUT;
       const answer = route.handler({
         params: input.params,
         query: input.query,
@@ -121,11 +121,11 @@ const NO_INPUT = { params: undefined, query: undefined, headers: undefined, body
  * API needs it. A body is walked only when there is one; the query only when its text holds an
  * encoded NUL (URLSearchParams decodes `%00` and nothing else into U+0000).
  */
-function refuseNul(ctx: Context) {
+function refuseNul(ctx: Context, querystring: string) {
   const errors: FieldError[] = [];
   const params = (ctx as unknown as { params?: Record<string, unknown> }).params;
   if (params) for (const key in params) if (typeof params[key] === 'string' && params[key].includes('\0')) errors.push(nulError(['params', key]));
-  if (ctx.querystring.includes('%00')) findNul(queryOf(ctx.querystring), ['query'], errors);
+  if (querystring.includes('%00')) findNul(queryOf(querystring), ['query'], errors);
   const body: unknown = ctx.request.body;
   if (typeof body === 'object' && body !== null ? hasNul(body) : typeof body === 'string' && body.includes('\0')) findNul(body, ['body'], errors);
   if (errors.length) throw problems.badRequest(`the NUL character (U+0000) is not accepted: ${errors.map((e) => e.path).join(', ')}`, errors);
@@ -176,7 +176,7 @@ function findNul(root: unknown, at: string[], errors: FieldError[]) {
  * table gives every request of a path it remembers the same frozen parameters, so the calls of one
  * API Service endpoint, or the reads of one dataset, parse them once.
  */
-function validated(route: RouteDefinition, ctx: Context, parsedParams: WeakMap<object, unknown>) {
+function validated(route: RouteDefinition, ctx: Context, querystring: string, parsedParams: WeakMap<object, unknown>) {
   const schemas = route.request!;
   const errors: FieldError[] = [];
   const given = (ctx as unknown as { params?: Readonly<Record<string, string>> }).params;
@@ -186,7 +186,7 @@ function validated(route: RouteDefinition, ctx: Context, parsedParams: WeakMap<o
     // Frozen too: every request of the path shares them.
     if (given && Object.isFrozen(given) && !errors.length) parsedParams.set(given, Object.freeze(params));
   }
-  const query = schemas.query && check('query', schemas.query, queryOf(ctx.querystring), errors);
+  const query = schemas.query && check('query', schemas.query, queryOf(querystring), errors);
   const headers = schemas.headers && check('headers', schemas.headers, ctx.headers, errors);
   const body = check('body', schemas.body, ctx.request.body, errors);
   if (errors.length) throw problems.badRequest(`request validation failed: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
@@ -254,14 +254,11 @@ function respond(ctx: Context, route: RouteDefinition, successStatus: number, re
 /**
  * A JSON text answered as it is (a cached answer, kept serialized): written on Node's response
  * here rather than by Koa (`ctx.respond = false`), whose body setter and response step cost as much
- * as the rest of serving a cached answer. Node sets Content-Length from the text it ends with; a
- * HEAD answer, whose body Node leaves out, is given the same Content-Length here.
+ * as the rest of serving a cached answer. The head goes in one list (see kernel-response.ts), with
+ * the text's length (a HEAD answer's too, whose body Node leaves out).
  */
 function writeJsonText(ctx: Context, status: number, body: JsonText) {
-  const res = ctx.res;
   ctx.respond = false;
-  res.statusCode = status;
-  res.setHeader('content-type', 'application/json; charset=utf-8'); // lower case: see security-headers.ts
-  if ((ctx.state as RequestState).method === 'HEAD') res.setHeader('content-length', Buffer.byteLength(body.text));
-  res.end(body.text);
+  ctx.res.writeHead(status, ['content-type', 'application/json; charset=utf-8', 'content-length', body.contentLength]);
+  ctx.res.end(body.text);
 }

@@ -15,6 +15,8 @@ export interface RequestState {
    */
   readonly method: string;
   readonly path: string;
+  /** The query string, without its `?` ('' when there is none). */
+  readonly querystring: string;
   /** A request header by its lower-case name (see `rawHeader`). */
   header(name: string): string | undefined;
   principal?: Principal;
@@ -23,6 +25,8 @@ export interface RequestState {
   loggedPath?: string;
 }
 
+const SLASH = 0x2f;
+
 /** The state of one request; its client address is found when first asked (most answers never need it). */
 export class KernelRequestState implements RequestState {
   principal?: Principal;
@@ -30,6 +34,7 @@ export class KernelRequestState implements RequestState {
   loggedPath?: string;
   readonly method: string;
   readonly path: string;
+  readonly querystring: string;
   private address: string | undefined;
 
   constructor(
@@ -38,7 +43,17 @@ export class KernelRequestState implements RequestState {
     readonly log: Logger,
   ) {
     this.method = ctx.req.method!;
-    this.path = ctx.request.path;
+    // Split off the request target as Koa's parser would, without building its URL object; a target
+    // of another form (absolute, as to a proxy, or holding a fragment) is left to that parser.
+    const target = ctx.req.url!;
+    const query = target.indexOf('?');
+    if (target.charCodeAt(0) === SLASH && !target.includes('#')) {
+      this.path = query < 0 ? target : target.slice(0, query);
+      this.querystring = query < 0 ? '' : target.slice(query + 1);
+    } else {
+      this.path = ctx.request.path;
+      this.querystring = ctx.request.querystring;
+    }
   }
 
   get ip(): string {

@@ -38,6 +38,7 @@ const PROBE_ROUTES: {
   },
   { method: 'get', path: '/api/probe/items/{item_id}', params: [{ name: 'item_id', in: 'path', required: true }], responses: ['200', '400', '404', '429', '503', 'default'], security: 'none' },
   { method: 'get', path: '/api/probe/query', responses: ['200', '400', '429', '503', 'default'], security: 'none' },
+  { method: 'get', path: '/api/probe/own-head', responses: ['200', '429', '503', 'default'], security: 'none' },
   { method: 'get', path: '/api/probe/boom', responses: ['200', '429', '503', 'default'], security: 'none' },
   { method: 'get', path: '/api/probe/problem/{status}', params: [{ name: 'status', in: 'path', required: true }], responses: ['204', '400', '404', '409', '422', '429', '503', 'default'], security: 'none' },
   { method: 'get', path: '/api/probe/bad-response', responses: ['200', '429', '503', 'default'], security: 'none' },
