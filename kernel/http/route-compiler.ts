@@ -197,21 +197,39 @@ function validated(route: RouteDefinition, ctx: Context, querystring: string, pa
  * The query string as an object, a name given more than once holding the array of its values: what
  * Koa's `ctx.query` answers, in one pass (Koa defines each name as a property, and the request path
  * pays for it). A `__proto__` name is an own property like any other, never the object's prototype.
+ * A query with nothing to decode (no `%`, no `+`) is split as it is: URLSearchParams and its
+ * iterator cost more than the rest of validating a one-key API Service call.
  */
 export function queryOf(querystring: string): Record<string, string | string[]> {
   const query: Record<string, string | string[]> = {};
   if (querystring === '') return query;
-  for (const [name, value] of new URLSearchParams(querystring)) {
-    const previous = Object.hasOwn(query, name) ? query[name] : undefined;
-    if (Array.isArray(previous)) {
-      previous.push(value);
-      continue;
+  if (querystring.includes('%') || querystring.includes('+')) {
+    for (const [name, value] of new URLSearchParams(querystring)) addQueryValue(query, name, value);
+    return query;
+  }
+  // As URLSearchParams splits: on `&`, empty parts skipped, the name up to the first `=`.
+  for (let start = 0; start < querystring.length; ) {
+    let end = querystring.indexOf('&', start);
+    if (end < 0) end = querystring.length;
+    if (end > start) {
+      const equals = querystring.indexOf('=', start);
+      if (equals < 0 || equals > end) addQueryValue(query, querystring.slice(start, end), '');
+      else addQueryValue(query, querystring.slice(start, equals), querystring.slice(equals + 1, end));
     }
-    const values = previous === undefined ? value : [previous, value];
-    if (name === '__proto__') Object.defineProperty(query, name, { value: values, writable: true, enumerable: true, configurable: true });
-    else query[name] = values;
+    start = end + 1;
   }
   return query;
+}
+
+function addQueryValue(query: Record<string, string | string[]>, name: string, value: string): void {
+  const previous = Object.hasOwn(query, name) ? query[name] : undefined;
+  if (Array.isArray(previous)) {
+    previous.push(value);
+    return;
+  }
+  const values = previous === undefined ? value : [previous, value];
+  if (name === '__proto__') Object.defineProperty(query, name, { value: values, writable: true, enumerable: true, configurable: true });
+  else query[name] = values;
 }
 
 function check(location: string, schema: ZodType | undefined, value: unknown, errors: FieldError[]): unknown {

@@ -75,6 +75,11 @@ describe.each(DIALECTS)('HTTP pipeline (%s)', (dialect) => {
       const own = await t.request('GET', '/api/probe/query?constructor=x&toString=y&hasOwnProperty=z');
       expect(own.body.query).toEqual({ constructor: 'x', toString: 'y', hasOwnProperty: 'z' });
       expect((await t.request('GET', '/api/probe/query?__proto__=x&after=1')).body.query.after).toBe('1');
+      // Split as URLSearchParams splits, whether there is anything to decode (%66 is "f") or not:
+      // empty parts skipped, a name without `=` empty, the name up to the first `=`.
+      const split = { a: '', '': 'b', c: '', d: '=e', x: ['1;y=2', '3'] };
+      expect((await t.request('GET', '/api/probe/query?&&a=&=b&c&d==e&x=1;y=2&x=3&')).body.query).toEqual(split);
+      expect((await t.request('GET', '/api/probe/query?&&a=&=b&c&d==e&x=1;y=2&x=3&%66')).body.query).toEqual({ ...split, f: '' });
       // Thousands of repeats of one name are one array, read in one pass.
       const many = await t.request('GET', `/api/probe/query?${'r=1&'.repeat(3_000)}`);
       expect(many.status).toBe(200);
