@@ -13,6 +13,8 @@ export class PostgresListener {
   private readonly listeners = new Map<string, Set<() => void>>();
   private closed = false;
   private retry: NodeJS.Timeout | undefined;
+  private connections = 0;
+  private current: number | undefined;
 
   constructor(private readonly config: pg.ClientConfig) {}
 
@@ -35,11 +37,21 @@ export class PostgresListener {
     };
   }
 
+  /**
+   * Which connection notifications arrive on now (a new number for each connection opened), or
+   * undefined while none is open: a listener that needs to know it missed nothing compares it to
+   * the one it saw before (notifications sent while no connection listened are gone).
+   */
+  get connection(): number | undefined {
+    return this.current;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.retry);
     const client = this.client;
     this.client = undefined;
+    this.current = undefined;
     await client?.end().catch(() => undefined);
   }
 
@@ -53,6 +65,7 @@ export class PostgresListener {
       await client.connect();
       for (const channel of this.listeners.keys()) await client.query(`listen ${pg.escapeIdentifier(channel)}`);
       this.client = client;
+      this.current = this.connections += 1;
       return client;
     })().finally(() => (this.connecting = undefined));
     return this.connecting;
@@ -61,6 +74,7 @@ export class PostgresListener {
   private lost(client: pg.Client) {
     if (this.client !== client || this.closed) return;
     this.client = undefined;
+    this.current = undefined;
     const reopen = () => {
       if (this.closed) return;
       this.connect().then(

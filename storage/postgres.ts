@@ -9,7 +9,7 @@ import { isPostgresConnectionLost, superviseConnections } from './postgres-conne
 import { postgresColumnReads, postgresLongReads } from './postgres-long-reads.ts';
 import { ReadTurns } from './read-turns.ts';
 import { PostgresListener } from './postgres-listener.ts';
-import { PostgresCounters, tickAfterWrites } from './postgres-counters.ts';
+import { CHANGE_COUNTERS_CHANNEL, PostgresCounters, tickAfterWrites } from './postgres-counters.ts';
 import { WriteClock } from './write-clock.ts';
 import { PostgresTableClaims } from './table-claims-postgres.ts';
 import { PostgresGovernedRunner } from './postgres-governed.ts';
@@ -44,6 +44,14 @@ export function redactUrl(url: string): string {
   }
 }
 
+/**
+ * The trigger function of every tracked table: counts the change, and notifies the instances
+ * listening (PostgresCounters) as it commits. The change counters' triggers are deferred to the
+ * commit, and a notification is sent when its transaction commits, once per counter however many
+ * rows changed.
+ */
+const BUMP_CHANGE_COUNTER = `create or replace function bump_change_counter() returns trigger language plpgsql as $$ begin update change_counters set value = value + 1 where name = tg_argv[0]; perform pg_notify('${CHANGE_COUNTERS_CHANNEL}', tg_argv[0]); return null; end $$`;
+
 /** Postgres adapter over a pg pool. Platform tables live in the connection's default schema. */
 export function openPostgresStorage(connectionString: string, options: StorageOptions = {}, poolSize = 10): Storage {
   const pool = new pg.Pool({ connectionString, max: poolSize, types: poolTypes });
@@ -65,7 +73,7 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
   // Every platform write goes through this pool (the others read, or fill data tables, which no counter tracks).
   const writes = WriteClock.of(`postgres:${connectionString}`);
   pool.on('connect', (client) => tickAfterWrites(client, writes));
-  const counters = new PostgresCounters(pool, writes);
+  const counters = new PostgresCounters(pool, writes, listener);
 
   return {
     db,
@@ -91,11 +99,7 @@ export function openPostgresStorage(connectionString: string, options: StorageOp
       checkCounterName(counter);
       await sql.raw(CREATE_COUNTERS_TABLE).execute(db);
       await sql`insert into change_counters (name, value) values (${counter}, 0) on conflict (name) do nothing`.execute(db);
-      await sql
-        .raw(
-          `create or replace function bump_change_counter() returns trigger language plpgsql as $$ begin update change_counters set value = value + 1 where name = tg_argv[0]; return null; end $$`,
-        )
-        .execute(db);
+      await sql.raw(BUMP_CHANGE_COUNTER).execute(db);
       for (const tracked of tables) {
         const events = changeEvents(tracked, quoteIdentifier).map((e) => e.clause).join(' or ');
         // Deferred to commit: the counter row's lock is taken last and held only while committing,

@@ -70,8 +70,10 @@ export interface Storage {
   /**
    * The counter's value, counting every change this process committed before the call and every
    * change another process (an instance, a console) committed more than OTHER_PROCESS_LAG_MS (20 ms)
-   * before it. Mostly a number kept in memory (no extra turn on the request path): read again after
-   * any write of this process, and otherwise at most every 20 ms (SQLite: a point read; Postgres:
+   * before it — on Postgres, while its LISTEN connection hears the counters' notices, every change
+   * whose notice arrived before it (at most NOTICED_LAG_MS, 1 s, should a connection die silently).
+   * Mostly a number kept in memory (no extra turn on the request path): read again after any write
+   * of this process, and otherwise when the values may have moved (SQLite: a point read; Postgres:
    * one query for every counter, shared by the callers waiting for it).
    */
   changeCounter(counter: string): number | Promise<number>;

@@ -7,11 +7,19 @@ import path from 'node:path';
 export const OTHER_PROCESS_LAG_MS = 20;
 
 /**
- * From this age on, counters read asynchronously (Postgres) are read again in the background while
- * the values held keep answering: under load the new read is back before the held ones reach
- * OTHER_PROCESS_LAG_MS, and no request waits for it.
+ * How long it stays good when the database tells this process of every change committed
+ * (`ChangeNotices`) and none came: a change is then seen as its notice arrives, and this long after
+ * at most should a notice be lost without the connection saying so (a network that drops silently).
+ */
+export const NOTICED_LAG_MS = 1_000;
+
+/**
+ * From these ages on, counters read asynchronously (Postgres) are read again in the background
+ * while the values held keep answering: under load the new read is back before the held ones
+ * reach their lag, and no request waits for it.
  */
 export const REFRESH_AHEAD_MS = 15;
+export const NOTICED_REFRESH_AHEAD_MS = 900;
 
 /**
  * Writes made by this process to one database, through any of its connections (and any storage
@@ -43,25 +51,40 @@ export function endsOrMakesWrite(source: string, readonly: boolean): boolean {
   return !readonly || /^\s*(commit|end|release|rollback)\b/i.test(source);
 }
 
-/** When a counter read started: the clock's ticks and the time. */
+/** Notices of changes other processes committed, where the database sends them (Postgres: LISTEN). */
+export interface ChangeNotices {
+  /** Which connection notices arrive on now; undefined while none does (none may be trusted then). */
+  readonly connection: number | undefined;
+  /** How many notices came so far: any notice makes every read before it stale. */
+  readonly received: number;
+}
+
+/** When a counter read started: the clock's ticks, the time, and the notices heard then. */
 export interface ReadStamp {
   ticks: number;
   at: number;
+  connection: number | undefined;
+  received: number;
 }
 
 /**
  * Whether counters read earlier are still good: no write by this process since their read started,
- * and younger than OTHER_PROCESS_LAG_MS. A read is stamped *before* it runs, so a write that ended
- * while it ran makes it stale at once.
+ * and younger than OTHER_PROCESS_LAG_MS — or, while notices of other processes' changes come on the
+ * connection they came on when the read started, no notice since and younger than NOTICED_LAG_MS.
+ * A read is stamped *before* it runs, so a write that ended, or a notice that came, while it ran
+ * makes it stale at once.
  */
 export class CounterFreshness {
-  private held: ReadStamp = { ticks: -1, at: 0 };
+  private held: ReadStamp = { ticks: -1, at: 0, connection: undefined, received: 0 };
 
-  constructor(private readonly clock: WriteClock) {}
+  constructor(
+    private readonly clock: WriteClock,
+    private readonly notices?: ChangeNotices,
+  ) {}
 
   /** The stamp of a read about to start. */
   stamp(): ReadStamp {
-    return { ticks: this.clock.ticks, at: Date.now() };
+    return { ticks: this.clock.ticks, at: Date.now(), connection: this.notices?.connection, received: this.notices?.received ?? 0 };
   }
 
   /** The values now kept were read under `stamp`. */
@@ -70,12 +93,20 @@ export class CounterFreshness {
   }
 
   isFresh(): boolean {
-    return this.held.ticks === this.clock.ticks && Date.now() - this.held.at < OTHER_PROCESS_LAG_MS;
+    if (this.held.ticks !== this.clock.ticks) return false;
+    const age = Date.now() - this.held.at;
+    if (this.heard()) return this.notices!.received === this.held.received && age < NOTICED_LAG_MS;
+    return age < OTHER_PROCESS_LAG_MS;
   }
 
-  /** Old enough to be read again ahead of need (REFRESH_AHEAD_MS); asked of values `isFresh` kept. */
+  /** Old enough to be read again ahead of need; asked of values `isFresh` kept. */
   isAging(): boolean {
-    return Date.now() - this.held.at >= REFRESH_AHEAD_MS;
+    return Date.now() - this.held.at >= (this.heard() ? NOTICED_REFRESH_AHEAD_MS : REFRESH_AHEAD_MS);
+  }
+
+  /** Whether notices came, all along since the held read started, on one connection: no change since went unheard. */
+  private heard(): boolean {
+    return this.held.connection !== undefined && this.notices!.connection === this.held.connection;
   }
 }
 

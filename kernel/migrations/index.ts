@@ -262,4 +262,15 @@ export const kernelMigrations: Record<string, Migration> = {
       }
     },
   },
+  // Postgres: the change counters' trigger function also notifies the listening instances as a
+  // change commits (storage/postgres.ts, BUMP_CHANGE_COUNTER), so they see it at once rather than at
+  // their next timed read. `trackChanges` defines that function anew wherever it runs; given no
+  // table, it does nothing else here (the counter exists). On SQLite it changes nothing.
+  '2026-12-02T0000_change_counter_notices': {
+    async up({ db, storage }) {
+      await storage.trackChanges(db, IDENTITY_COUNTER, []);
+    },
+    // The notices are harmless to a kernel that does not listen: nothing to undo.
+    async down() {},
+  },
 };
