@@ -104,7 +104,7 @@ export class CounterFreshness {
     return Date.now() - this.held.at >= (this.heard() ? NOTICED_REFRESH_AHEAD_MS : REFRESH_AHEAD_MS);
   }
 
-  /** Whether notices came, all along since the held read started, on one connection: no change since went unheard. */
+  /** Whether notices came on one connection all along since the held read started: any change since then was heard of. */
   private heard(): boolean {
     return this.held.connection !== undefined && this.notices!.connection === this.held.connection;
   }

@@ -14,12 +14,15 @@ const COUNTER_LIMIT = 2 ** 30;
  */
 export class RequestIds {
   private prefix = '';
-  private counter = COUNTER_LIMIT;
+  private counter = 0;
+
+  constructor() {
+    this.draw();
+  }
 
   next(): string {
-    this.counter += 1;
-    if (this.counter >= COUNTER_LIMIT) this.draw();
-    return this.prefix + this.counter.toString(16).padStart(8, '0');
+    if (this.counter === COUNTER_LIMIT) this.draw();
+    return this.prefix + (this.counter++).toString(16).padStart(8, '0');
   }
 
   private draw(): void {
