@@ -7,6 +7,12 @@ const KERNEL_HEADER_NAMES: ReadonlySet<string> = new Set([...API_HEADERS.filter(
 type Headers = http.OutgoingHttpHeaders | readonly http.OutgoingHttpHeader[] | undefined;
 
 /**
+ * How many of the first responses are kept alive while V8 sizes this class's instances: it sizes
+ * them at about the seventh construction, from the shapes of the earlier instances still alive.
+ */
+const SIZING_WITNESSES = 10;
+
+/**
  * The kernel's answer to every request: Node's response, which adds the headers every answer
  * carries (the request id and the API security headers) as its head is written, whichever way it
  * is written (Koa's, an error's, a stream's, a route's own) — except a header the answer set itself
@@ -19,10 +25,27 @@ type Headers = http.OutgoingHttpHeaders | readonly http.OutgoingHttpHeader[] | u
  * and never filed: setting them one by one was about 5 % of the instructions of a cached answer.
  */
 export class KernelResponse extends http.ServerResponse {
+  /**
+   * The first responses, kept until V8 has sized the instances of this class. V8 gives a class's
+   * instances room for as many properties as the instances made so far hold when the seventh is
+   * made. A response ends up with about 45 properties, most set by Node outside the constructor. If
+   * the first responses are gone by then (a full GC while a new server sits idle between its first
+   * requests), V8 sizes the instances for none; each property then lives out of the object, and
+   * past twelve of them Node's keyed stores (`res[kUniqueHeaders] = …`) turn every response into a
+   * dictionary, which made every answer of the process about a third slower.
+   */
+  private static sizingWitnesses: KernelResponse[] | undefined = [];
+
   /** This request's id (request-context.ts), answered as X-Request-Id. */
   requestId = '';
   /** Whether a header was set one by one: then the kernel's are set the same way, where the answer did not set its own. */
   private headersSetOneByOne = false;
+
+  constructor(...args: ConstructorParameters<typeof http.ServerResponse>) {
+    super(...args);
+    const witnesses = KernelResponse.sizingWitnesses;
+    if (witnesses && witnesses.push(this) >= SIZING_WITNESSES) KernelResponse.sizingWitnesses = undefined;
+  }
 
   override setHeader(name: string, value: number | string | readonly string[]): this {
     this.headersSetOneByOne = true;
