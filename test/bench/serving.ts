@@ -15,7 +15,7 @@ import type { DialectName } from '../harness/dialects.ts';
 import { api, createFilledDataset, LONG_READ_ROWS, type BenchKernel } from './bench-dataset.ts';
 
 const DURATION_S = Number(process.env.BENCH_SERVING_DURATION_S ?? 5);
-const ROUNDS = Number(process.env.BENCH_SERVING_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_SERVING_ROUNDS ?? 5);
 const CONNECTIONS = 16;
 const BATCH_KEYS = 100;
 const MODEL_ROWS_PER_CALL = 100;
