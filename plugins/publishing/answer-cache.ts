@@ -154,8 +154,13 @@ export class AnswerCache {
   }
 }
 
-/** A dataset as an answer read it: its version and the rows the publisher sees of it (its row scope's key). */
-const stateOf = (dataset: DatasetInfo, scopeKey: string) => `${dataset.id}@${dataset.version}:${scopeKey}`;
+/**
+ * A dataset as an answer read it: its version, its PII columns (flagging one is no new version, yet it
+ * masks that column from then on) and the rows the publisher sees of it (its row scope's key).
+ */
+const stateOf = (dataset: DatasetInfo, scopeKey: string) => `${dataset.id}@${dataset.version}:${piiColumns(dataset)}:${scopeKey}`;
+
+const piiColumns = (dataset: DatasetInfo) => JSON.stringify(dataset.columns.filter((c) => c.pii).map((c) => c.name));
 
 /** Whether two lists hold the same values, objects compared by identity. */
 function sameParts(a: readonly unknown[], b: readonly unknown[]): boolean {

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PII_MASK } from '../../plugins/datasets/public.ts';
 import { DIALECTS, startTestKernel, type TestKernel } from '../harness/index.ts';
 
 const BASE = '/api/publishing/api-services';
@@ -125,6 +126,23 @@ describe.each(DIALECTS)('API Service answer cache (%s)', (dialect) => {
     expect(await ids()).toEqual([1]);
     expect((await t.request('DELETE', `/api/datasets/${datasetId}/row-policies/${policy.body.id}`)).status).toBe(204);
     expect(await ids()).toEqual([1, 3, 4]);
+  });
+
+  it('answers anew when a column is flagged PII or unflagged, with the data unchanged (never a clear value kept)', async () => {
+    const sqlEndpoint = { name: 'names', kind: 'sql', config: { query: 'select id, name from customers where id = $1', params: [{ name: 'id', type: 'integer', required: true }], cache_ttl_s: 300 } };
+    const { secret } = await service('pii-flagged', lookup(300));
+    const { secret: sqlSecret } = await service('pii-flagged-sql', sqlEndpoint);
+    const flagName = async (pii: boolean) => {
+      const res = await t.request('PATCH', `/api/datasets/${datasetId}`, { body: { columns: [{ name: 'name', pii }] } });
+      expect(res.status, res.text).toBe(200);
+    };
+    const names = async () => [(await call('pii-flagged', 'customer', secret, 'id=1')).body.rows[0].name, (await call('pii-flagged-sql', 'names', sqlSecret, 'id=1')).body.rows[0].name];
+    expect(await names()).toEqual(['Ada', 'Ada']);
+    await flagName(true);
+    // The endpoints list no `unmasked_columns`: the column just flagged is masked on the next call.
+    expect(await names()).toEqual([PII_MASK, PII_MASK]);
+    await flagName(false);
+    expect(await names()).toEqual(['Ada', 'Ada']);
   });
 
   it('keeps keys and services in memory between calls, yet refuses a key the moment it expires and a service the moment it is unpublished', async () => {
