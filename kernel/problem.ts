@@ -80,15 +80,32 @@ export const problems = {
     new HttpProblem(503, detail, retryAfterSeconds ? { headers: { 'Retry-After': String(retryAfterSeconds) } } : {}),
 };
 
-/** The JSON body of a problem answer. */
+/**
+ * The JSON body of a problem answer. Bounded whatever the input was: a refusal names what was wrong
+ * and where, yet its detail, each field's path and message (a key of a megabyte is a path part) and
+ * the number of fields are cut at a size no useful answer reaches, so a huge input is not echoed.
+ */
 export function problemBody(problem: HttpProblem, requestId: string) {
+  const { errors } = problem.options;
+  const detail = errors && errors.length > MAX_FIELD_ERRORS ? `${problem.detail} (the first ${MAX_FIELD_ERRORS} of ${errors.length} fields are listed)` : problem.detail;
   return {
     type: problem.options.type ?? `about:blank`,
     title: problem.title,
     status: problem.status,
-    detail: problem.detail,
+    detail: clipped(detail, MAX_DETAIL_CHARS),
     request_id: requestId,
     ...(problem.options.code ? { code: problem.options.code } : {}),
-    ...(problem.options.errors ? { errors: problem.options.errors } : {}),
+    ...(errors ? { errors: errors.slice(0, MAX_FIELD_ERRORS).map((e) => ({ path: clipped(e.path, MAX_FIELD_CHARS), message: clipped(e.message, MAX_FIELD_CHARS) })) } : {}),
   };
+}
+
+const MAX_DETAIL_CHARS = 2000;
+const MAX_FIELD_CHARS = 300;
+const MAX_FIELD_ERRORS = 100;
+
+/** `text` cut to `max` characters (never between the halves of a surrogate pair), saying how much was left out. */
+function clipped(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const end = /[\ud800-\udbff]/.test(text[max - 1]) ? max - 1 : max;
+  return `${text.slice(0, end)}… (${text.length - end} more characters)`;
 }

@@ -9,6 +9,7 @@ import { fieldErrorsOf, HttpProblem, problems, type FieldError } from '../proble
 import type { MountedRoute, RouteCompiler } from '../registry/generation.ts';
 import { notServed } from '../registry/route-table.ts';
 import { isReply, JsonText, type RouteDefinition } from '../route.ts';
+import { refuseUnfitInput } from './input-text.ts';
 import type { RequestState } from './state.ts';
 
 export interface RouteCompilerDeps {
@@ -48,7 +49,7 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
     // than the lookup it would wrap.
     const parsedParams = new WeakMap<object, unknown>();
     const handle = (ctx: Context, state: RequestState): Maybe<void> => {
-      refuseNul(ctx, state.querystring);
+      refuseUnfitInput((ctx as unknown as { params?: Record<string, unknown> }).params, state.querystring, () => queryOf(state.querystring), ctx.request.body);
       const input = route.request ? validated(route, ctx, state.querystring, parsedParams) : NO_INPUT;
       const answer = route.handler({
         params: input.params,
@@ -74,7 +75,7 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
       }
       if (!route.request?.body) return handle(ctx, state);
       if (ctx.request.length && !ctx.is(bodyTypes)) throw new HttpProblem(415, `send the body as ${bodyTypes.join(' or ')}, not ${ctx.request.type || 'an unnamed type'}`);
-      return parseBody(ctx, noop).then(() => handle(ctx, state));
+      return parseBody(ctx, noop).then(() => handle(ctx, state), refuseUndecodable);
     };
     const serve = (ctx: Context): Maybe<void> => {
       const state = ctx.state as RequestState;
@@ -112,63 +113,21 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
 }
 
 const DONE = Promise.resolve();
-const noop = async () => undefined;
-const NO_INPUT = { params: undefined, query: undefined, headers: undefined, body: undefined };
 
 /**
- * U+0000 in a path parameter, a query value or a JSON body string (keys included, at any depth) is
- * a 400 naming the field, before any handler: Postgres text cannot hold it, and no field of this
- * API needs it. A body is walked only when there is one; the query only when its text holds an
- * encoded NUL (URLSearchParams decodes `%00` and nothing else into U+0000).
+ * The body parser inflates a body by its Content-Encoding (gzip, deflate, br; any other is its 415).
+ * A body that does not decompress fails in zlib, whose errors carry a zlib code and no HTTP status:
+ * the sender's fault, answered as a 400 naming the body rather than a 500.
  */
-function refuseNul(ctx: Context, querystring: string) {
-  const errors: FieldError[] = [];
-  const params = (ctx as unknown as { params?: Record<string, unknown> }).params;
-  if (params) for (const key in params) if (typeof params[key] === 'string' && params[key].includes('\0')) errors.push(nulError(['params', key]));
-  if (querystring.includes('%00')) findNul(queryOf(querystring), ['query'], errors);
-  const body: unknown = ctx.request.body;
-  if (typeof body === 'object' && body !== null ? hasNul(body) : typeof body === 'string' && body.includes('\0')) findNul(body, ['body'], errors);
-  if (errors.length) throw problems.badRequest(`the NUL character (U+0000) is not accepted: ${errors.map((e) => e.path).join(', ')}`, errors);
-}
-
-const nulError = (path: string[]): FieldError => ({ path: path.map((part) => part.replaceAll('\0', '\\u0000')).join('.'), message: 'must not contain the NUL character (U+0000)' });
-
-/** Whether any string of a parsed JSON value (or key) holds U+0000; iterative, so no depth of nesting overflows the stack. */
-function hasNul(root: object): boolean {
-  const pending: unknown[] = [root];
-  while (pending.length) {
-    const value = pending.pop();
-    if (typeof value === 'string') {
-      if (value.includes('\0')) return true;
-    } else if (Array.isArray(value)) {
-      for (const item of value) pending.push(item);
-    } else if (typeof value === 'object' && value !== null) {
-      for (const key in value) {
-        if (key.includes('\0')) return true;
-        pending.push((value as Record<string, unknown>)[key]);
-      }
-    }
+function refuseUndecodable(err: unknown): never {
+  const { code, errno, status } = (err ?? {}) as { code?: unknown; errno?: unknown; status?: unknown };
+  if (status === undefined && typeof errno === 'number' && typeof code === 'string' && /^(Z_|ERR__ERROR|ERR_BROTLI)/.test(code)) {
+    throw problems.badRequest('the request body does not decompress as its Content-Encoding says', [{ path: 'body', message: 'not valid for its Content-Encoding' }]);
   }
-  return false;
+  throw err;
 }
-
-/** The paths of the strings and keys holding U+0000 (only walked once `hasNul` found one). */
-function findNul(root: unknown, at: string[], errors: FieldError[]) {
-  const pending: [unknown, string[]][] = [[root, at]];
-  while (pending.length) {
-    const [value, path] = pending.pop()!;
-    if (typeof value === 'string') {
-      if (value.includes('\0')) errors.push(nulError(path));
-    } else if (Array.isArray(value)) {
-      value.forEach((item, i) => pending.push([item, [...path, String(i)]]));
-    } else if (typeof value === 'object' && value !== null) {
-      for (const key in value) {
-        if (key.includes('\0')) errors.push(nulError([...path, key]));
-        pending.push([(value as Record<string, unknown>)[key], [...path, key]]);
-      }
-    }
-  }
-}
+const noop = async () => undefined;
+const NO_INPUT = { params: undefined, query: undefined, headers: undefined, body: undefined };
 
 /**
  * The request's parameters, query, headers and body, parsed by the route's schemas; 400 naming every

@@ -151,7 +151,7 @@ export async function queryRows(storage: Storage, dataset: Dataset, request: Row
   };
   const selected = request.columns ? request.columns.split(',').map((n) => column(n.trim(), 'query.columns')) : dataset.columns;
 
-  const conditions: RawBuilder<unknown>[] = (request.filter ?? []).map((text) => compileFilter(text, (name) => comparable(name, 'query.filter'), 'query.filter'));
+  const conditions: RawBuilder<unknown>[] = (request.filter ?? []).map((text) => compileFilter(text, (name) => comparable(name, 'query.filter'), column.has, 'query.filter'));
   if (visibility.scope) conditions.push(visibility.scope);
 
   const order = (request.sort ?? '')

@@ -72,8 +72,14 @@ const parseTimestamp = (text: string): unknown => {
   }
   const time = Date.parse(text.replace(' ', 'T'));
   if (Number.isNaN(time)) throw notTimestamp(text);
-  return new Date(time).toISOString();
+  const utc = new Date(time).toISOString();
+  // An offset may carry a day of year 9999 or 1 past the end of the calendar once in UTC (`+010000-…`, `0000-…`).
+  if (!IN_CALENDAR.test(utc)) throw new ValueError(`"${clip(text)}" falls outside the years 0001 to 9999 once in UTC`);
+  return utc;
 };
+
+/** A UTC ISO-8601 text of years 0001 to 9999 (what both databases store). */
+const IN_CALENDAR = /^(?!0000)\d{4}-/;
 
 const notTimestamp = (text: string) => new ValueError(`"${clip(text)}" is not an ISO-8601 timestamp`);
 

@@ -19,6 +19,12 @@ export const keyInput = z.object({
   rate_limit_per_min: z.number().int().min(1).max(1_000_000).nullable().default(null).describe("Calls a minute the key may make; null: only the platform's API_KEY_RATE_LIMIT_PER_MIN"),
 });
 
+/** Why an endpoint cannot take the fixed parameter `param`: model and function endpoints take none. */
+function unfixable(endpoint: string, kind: ApiService['endpoints'][number]['kind'], param: string): string {
+  if (kind === 'sql' || kind === 'lookup') return `the endpoint "${endpoint}" has no ${kind === 'sql' ? 'parameter' : 'column'} "${param}"`;
+  return `the endpoint "${endpoint}" is a ${kind} endpoint, which takes no fixed parameter`;
+}
+
 const refuse = (path: string, message: string) => problems.badRequest(`${path}: ${message}`, [{ path, message }]);
 
 /**
@@ -34,6 +40,8 @@ export async function checkKeyFields(body: z.output<typeof keyInput>, service: A
   });
   const expiresAt = body.expires_at === null ? null : new Date(body.expires_at).toISOString();
   if (expiresAt !== null && Date.parse(expiresAt) <= Date.now()) throw refuse('body.expires_at', 'must be in the future');
+  // An offset may carry 9999-12-31 into year 10000, which no database column holds.
+  if (expiresAt !== null && !/^\d{4}-/.test(expiresAt)) throw refuse('body.expires_at', 'must fall within the year 9999 once in UTC');
 
   const callable = service.endpoints.filter((e) => body.allowed_endpoints === null || body.allowed_endpoints.includes(e.name));
   for (const [param, value] of Object.entries(body.fixed_params)) {
@@ -45,8 +53,8 @@ export async function checkKeyFields(body: z.output<typeof keyInput>, service: A
         const column = (await lookupDataset(catalog, orgId, endpoint, `endpoints.${endpoint.name}`)).columns.find((c) => c.name === param);
         if (column?.type === 'json') throw refuse(path, `column "${param}" holds JSON: a fixed parameter is one value`);
         type = column?.type as InputType | undefined;
-      } else continue;
-      if (!type) throw refuse(path, `the endpoint "${endpoint.name}" has no ${endpoint.kind === 'sql' ? 'parameter' : 'column'} "${param}": a fixed parameter must apply to every endpoint the key may call`);
+      }
+      if (!type) throw refuse(path, `${unfixable(endpoint.name, endpoint.kind, param)}: a fixed parameter must apply to every endpoint the key may call`);
       typedInput(type, value, 'body', path, catalog.parseValue);
     }
   }

@@ -1,4 +1,4 @@
-import { problems } from '../../kernel/plugin-api.ts';
+import { problems, withFieldsRenamed } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
 import type { GovernedSql } from '../sql/public.ts';
 import type { SqlEndpoint } from './endpoints.ts';
@@ -25,7 +25,11 @@ export async function runSqlEndpoint(endpoint: SqlEndpoint, input: CallInput, co
     if (param.required) throw problems.badRequest(`${path}: required`, [{ path, message: 'required' }]);
     return null;
   });
-  const result = await deps.sql.run({ sql: config.query, params, limit: config.max_rows, unmasked: config.unmasked_columns }, context.orgId, context.publisher, context.audit);
+  const result = await deps.sql
+    .run({ sql: config.query, params, limit: config.max_rows, unmasked: config.unmasked_columns }, context.orgId, context.publisher, context.audit)
+    // The caller sent no `sql`: what the database refused at run time (a negative LIMIT, a division
+    // by zero) it refused for these inputs, so the refusal names them.
+    .catch((err: unknown) => Promise.reject(withFieldsRenamed(err, (path) => (path === 'body.sql' ? input.source : path))));
   const names = result.columns.map((c) => c.name);
   return {
     columns: result.columns,

@@ -306,6 +306,42 @@ describe.each(DIALECTS)('HTTP pipeline (%s)', (dialect) => {
       expect((await t.request('GET', `/api/projects/${created.body.id}`)).body).toMatchObject({ name: 'Kept', description: 'kept' });
     });
 
+    it('a lone surrogate in a JSON string or key is refused as NUL is; a surrogate pair is a character like any other', async () => {
+      const lone = (res: TestResponse, ...paths: string[]) => {
+        expectProblem(res, 400);
+        expect(errorPaths(res)).toEqual(paths);
+        expect(res.body.detail).toMatch(/lone surrogate/);
+      };
+      lone(await t.request('POST', '/api/projects', { body: { key: 'LONEPROJ', name: 'bad\ud800name' } }), 'body.name');
+      lone(await t.request('POST', '/api/projects', { body: { key: 'LONEPROJ', name: 'x', description: '\udc00' } }), 'body.description');
+      const connector = { name: 'lone-hook', type: 'workflow_webhook', config: { webhook_url: 'https://example.test/x', nested: [{ 'k\udbffey': 1 }] } };
+      lone(await t.request('POST', '/api/connectors', { body: connector }), 'body.config.nested.0.k\\udbffey');
+      expect((await t.request('GET', '/api/projects?search=LONEPROJ')).body.items).toEqual([]);
+      const paired = await t.request('POST', '/api/projects', { body: { key: 'PAIRPROJ', name: 'smile \ud83d\ude00' } });
+      expect(paired.status, paired.text).toBe(201);
+      expect(paired.body.name).toBe('smile \u{1f600}');
+    });
+
+    it('a JSON body nested deeper than 100 levels, naming the first value too deep; 100 levels pass this check', async () => {
+      const nested = (levels: number): unknown => (levels === 0 ? 'x' : [nested(levels - 1)]);
+      // The body is level 1, `nested` level 2: 99 more arrays make 101 levels.
+      const deep = await t.request('POST', '/api/probe/echo', { body: { name: 'w', count: 1, nested: nested(100) } });
+      expectProblem(deep, 400);
+      expect(deep.body.errors).toEqual([{ path: `body.nested${'.0'.repeat(99)}`, message: 'nests deeper than 100 levels' }]);
+      const within = await t.request('POST', '/api/probe/echo', { body: { name: 'w', count: 1, nested: nested(99) } });
+      expect(within.text).not.toMatch(/nests deeper/);
+    });
+
+    it('a compressed body that does not decompress as its Content-Encoding says is a 400 naming the body', async () => {
+      for (const encoding of ['gzip', 'deflate', 'br']) {
+        const res = await t.request('POST', '/api/probe/echo', { body: '{"name":"w","count":1}', headers: { 'content-encoding': encoding } });
+        expectProblem(res, 400);
+        expect(errorPaths(res), encoding).toEqual(['body']);
+      }
+      const unknown = await t.request('POST', '/api/probe/echo', { body: '{"name":"w","count":1}', headers: { 'content-encoding': 'zstd-ish' } });
+      expectProblem(unknown, 415);
+    });
+
     it('in a query value or a path parameter', async () => {
       nul(await t.request('GET', '/api/projects?search=a%00b'), 'query.search');
       nul(await t.request('GET', '/api/datasets?limit=10&search=%00'), 'query.search');

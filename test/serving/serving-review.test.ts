@@ -185,6 +185,107 @@ describe.each(DIALECTS)('API Services, review fixes (%s)', (dialect) => {
     });
   });
 
+  describe('column names holding ":" (the filter language separates with it)', () => {
+    it('looks rows up by such a column, and refuses a key column another column extends past a ":" (a value could pick the column compared)', async () => {
+      const columns = ['k', 'k:ne', 'a:b'].map((name) => ({ name, type: 'string' }));
+      const dataset = await t.request('POST', '/api/datasets', { body: { project_id: project, name: 'colons', columns } });
+      expect(dataset.status, dataset.text).toBe(201);
+      const rows = [
+        { k: 'x', 'k:ne': 'y', 'a:b': 'one' },
+        { k: 'eq:x', 'k:ne': 'x', 'a:b': 'two' },
+        { k: 'z', 'k:ne': 'z', 'a:b': 'three:eq:3' },
+      ];
+      expect((await t.request('POST', `/api/datasets/${dataset.body.id}/rows`, { body: rows })).status).toBe(200);
+      const lookup = (keys: string[]) => ({ name: 'by', kind: 'lookup', config: { dataset_id: dataset.body.id, keys, columns: ['k'] } });
+      expectField(await service('colon-kne', [lookup(['k:ne'])]), 400, 'body.endpoints.0.config.keys.0');
+      expectField(await service('colon-k', [lookup(['k'])]), 400, 'body.endpoints.0.config.keys.0');
+      const created = await service('colon-ab', [lookup(['a:b'])]);
+      expect(created.status, created.text).toBe(201);
+      await publish(created.body.id);
+      const key = await mint(created.body.id);
+      const found = async (value: string) => (await call(key, `colon-ab/by`, { query: `?${encodeURIComponent('a:b')}=${encodeURIComponent(value)}` })).body.rows;
+      expect(await found('one')).toEqual([{ k: 'x' }]);
+      expect(await found('three:eq:3')).toEqual([{ k: 'z' }]);
+      expect(await found('ne:one')).toEqual([]);
+      // The rows API reads the filter the same way, and refuses one that reads two ways.
+      const filtered = (filter: string) => t.request('GET', `/api/datasets/${dataset.body.id}/rows?filter=${encodeURIComponent(filter)}`);
+      expect((await filtered('a:b:eq:two')).body.rows.map((r: { k: string }) => r.k)).toEqual(['eq:x']);
+      expect((await filtered('k:ne:eq:x')).status).toBe(400);
+      expectField(await filtered('k:ne:eq:x'), 400, 'query.filter');
+      expect((await filtered('k:eq:eq:x')).body.rows.map((r: { k: string }) => r.k)).toEqual(['eq:x']);
+    });
+  });
+
+  describe('hostile inputs, second pass', () => {
+    it('refuses instants an offset carries past year 9999 or before year 1, naming the input, on both adapters alike', async () => {
+      const columns = [{ name: 'id', type: 'integer' }, { name: 'ts', type: 'timestamp' }];
+      const dataset = await t.request('POST', '/api/datasets', { body: { project_id: project, name: 'instants', columns } });
+      expect(dataset.status, dataset.text).toBe(201);
+      expect((await t.request('POST', `/api/datasets/${dataset.body.id}/rows`, { body: [{ id: 1, ts: '2024-05-01T00:00:00Z' }] })).status).toBe(200);
+      const past = '9999-12-31T23:59:59-23:59';
+      const before = '0001-01-01T00:00:00+14:00';
+      const sqlEndpoint = { name: 'since', kind: 'sql', config: { query: 'select id from instants where ts > $1', params: [{ name: 'since', type: 'timestamp', required: true }] } };
+      const lookupEndpoint = { name: 'at', kind: 'lookup', config: { dataset_id: dataset.body.id, keys: ['ts'] } };
+      expectField(await service('instants-filter', [{ name: 'later', kind: 'lookup', config: { dataset_id: dataset.body.id, keys: ['id'], filters: [`ts:gt:${past}`] } }]), 400, 'body.endpoints.0.config.filters.0');
+      const created = await service('instants', [sqlEndpoint, lookupEndpoint]);
+      expect(created.status, created.text).toBe(201);
+      await publish(created.body.id);
+      const key = await mint(created.body.id);
+      for (const instant of [past, before]) {
+        expectField(await call(key, 'instants/since', { query: `?since=${encodeURIComponent(instant)}` }), 400, 'query.since');
+        expectField(await call(key, 'instants/at', { query: `?ts=${encodeURIComponent(instant)}` }), 400, 'query.ts');
+      }
+      expect((await call(key, 'instants/since', { query: `?since=${encodeURIComponent('2024-01-01T00:00:00+14:00')}` })).body.rows).toEqual([{ id: 1 }]);
+      const keys = async () => (await t.request('GET', `${BASE}/${created.body.id}/keys`)).body.items.length;
+      const minted = await keys();
+      expectField(await t.request('POST', `${BASE}/${created.body.id}/keys`, { body: { name: 'forever', expires_at: past } }), 400, 'body.expires_at');
+      expect(await keys()).toBe(minted);
+    });
+
+    it('names the inputs, not a `body.sql` the caller never sent, when the database refuses the query for them', async () => {
+      const endpoint = { name: 'first', kind: 'sql', config: { query: 'select id from iris where id > 10 / $1 and id < 5 order by id', params: [{ name: 'n', type: 'integer', required: true }] } };
+      const created = await service('runtime-refusal', [endpoint]);
+      expect(created.status, created.text).toBe(201);
+      await publish(created.body.id);
+      const key = await mint(created.body.id);
+      expect((await call(key, 'runtime-refusal/first', { query: '?n=5' })).body.rows.map((r: { id: number }) => r.id)).toEqual([3, 4]);
+      const negative = await call(key, 'runtime-refusal/first', { query: '?n=0' });
+      // SQLite divides by zero into null (no row); Postgres refuses it.
+      if (dialect === 'sqlite') expect(negative.status, negative.text).toBe(200);
+      else expect([negative.status, negative.body.errors?.map((e: { path: string }) => e.path)], negative.text).toEqual([400, ['query']]);
+      const dryRun = await t.request('POST', `${BASE}/${created.body.id}/endpoints/first/test`, { body: { body: { n: 0 } } });
+      if (dialect === 'postgres') expect([dryRun.status, dryRun.body.errors?.map((e: { path: string }) => e.path)], dryRun.text).toEqual([400, ['body']]);
+    });
+
+    it('refuses a key fixing a parameter that a model or function endpoint it may call cannot take', async () => {
+      const created = await service('fix-model', [
+        { name: 'score', kind: 'model', config: { model_id: model } },
+        { name: 'fn', kind: 'function', config: {} },
+      ]);
+      expect(created.status, created.text).toBe(201);
+      await publish(created.body.id);
+      for (const allowed of [['score'], ['fn'], null]) {
+        expectField(await t.request('POST', `${BASE}/${created.body.id}/keys`, { body: { name: 'scoped', allowed_endpoints: allowed, fixed_params: { region: 'EU' } } }), 400, 'body.fixed_params.region');
+      }
+    });
+
+    it('answers a refusal of a huge or deep input briefly, never echoing it whole', async () => {
+      // As text: JSON.stringify itself cannot write 5,000 levels.
+      const deep = `{"project_id": ${project}, "name": "deep", "key": "deep-config", "endpoints": [{"name": "fn", "kind": "function", "config": {"deep": ${'['.repeat(5000)}1${']'.repeat(5000)}}}]}`;
+      const answers = [
+        await t.request('POST', BASE, { body: deep }),
+        await t.request('POST', BASE, { body: { project_id: project, name: 'x', key: 'huge-key', endpoints: [], ['k'.repeat(900_000)]: 1 } }),
+        await t.request('POST', BASE, { body: { project_id: project, name: 'x', key: 'many', endpoints: [], ...Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`k${i}`, '\u0000'])) } }),
+      ];
+      for (const answer of answers) {
+        expect(answer.status, answer.text.slice(0, 300)).toBe(400);
+        expect(answer.text.length).toBeLessThan(40_000);
+      }
+      expect(answers[2].body.errors).toHaveLength(100);
+      expect((await t.request('GET', `${BASE}?project_id=${project}`)).body.items.map((s: { key: string }) => s.key)).not.toContain('deep-config');
+    });
+  });
+
   describe('a JSON body holding __proto__', () => {
     it('is a 400 naming each such key, on the service path and on any route', async () => {
       const created = await service('proto', [{ name: 'score', kind: 'model', config: { model_id: model } }]);
