@@ -85,7 +85,9 @@ export const displayName = z
   .trim()
   .min(1)
   .max(200)
-  .regex(/^[^\u0000-\u001f]*$/, 'must not hold control characters');
+  .regex(/^[^\u0000-\u001f]*$/, 'must not hold control characters')
+  // A JSON body is checked by the kernel already; a name read from a form field's JSON is not.
+  .refine((name) => name.isWellFormed(), 'must be well-formed Unicode (no lone surrogate)');
 
 /** A record id in a JSON body (a project, a dataset, a user…): from 1 to `MAX_ID`, as `pathId`. */
 export const recordId = z.number().int().min(1).max(MAX_ID);

@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DIALECTS, startTestKernel, until, type TestKernel, type TestResponse } from '../harness/index.ts';
 import { emptyDataset, finished, loadDataset } from '../pipeline/pipeline-helpers.ts';
-import { importOnnx, IRIS_FEATURES, IRIS_ONNX, IRIS_ROWS, irisLines } from './onnx-helpers.ts';
+import { importOnnx, IRIS_FEATURES, IRIS_ONNX, IRIS_OUTPUT, IRIS_ROWS, irisLines } from './onnx-helpers.ts';
 
 const BASE = '/api/publishing/api-services';
 const IRIS_COLUMNS = ['id:integer', ...IRIS_FEATURES.map((f) => `${f.name}:number`), 'species:string'];
@@ -255,6 +255,16 @@ describe.each(DIALECTS)('API Services, review fixes (%s)', (dialect) => {
       else expect([negative.status, negative.body.errors?.map((e: { path: string }) => e.path)], negative.text).toEqual([400, ['query']]);
       const dryRun = await t.request('POST', `${BASE}/${created.body.id}/endpoints/first/test`, { body: { body: { n: 0 } } });
       if (dialect === 'postgres') expect([dryRun.status, dryRun.body.errors?.map((e: { path: string }) => e.path)], dryRun.text).toEqual([400, ['body']]);
+    });
+
+    it('refuses a lone surrogate in the names an ONNX import declares in its form fields (not a JSON body: the kernel does not see them)', async () => {
+      const versions = async () => (await t.request('GET', `/api/registry/models/${model}/versions`)).body.items.length as number;
+      const before = await versions();
+      const label = await importOnnx(t, model, IRIS_ONNX, IRIS_FEATURES, { ...IRIS_OUTPUT, labels: ['setosa\ud800', 'versicolor', 'virginica'] });
+      expect([label.status, label.body.errors?.map((e: { path: string }) => e.path)], label.text).toEqual([400, ['body.output.labels.0']]);
+      const feature = await importOnnx(t, model, IRIS_ONNX, [{ ...IRIS_FEATURES[0], name: '\udc00' }, ...IRIS_FEATURES.slice(1)]);
+      expect([feature.status, feature.body.errors?.map((e: { path: string }) => e.path)], feature.text).toEqual([400, ['body.features.0.name']]);
+      expect(await versions()).toBe(before);
     });
 
     it('refuses a key fixing a parameter that a model or function endpoint it may call cannot take', async () => {
