@@ -12,17 +12,23 @@ const TOO_DEEP = `nests deeper than ${MAX_BODY_DEPTH} levels`;
  * - U+0000 in a path parameter, a query value or a JSON body string or key: Postgres text cannot hold it;
  * - a lone surrogate in a JSON body string or key (JSON may spell `\ud800`; Postgres refuses it as
  *   JSON and SQLite would store U+FFFD in its place, so what was sent would not be what is kept);
- * - a JSON body nested deeper than `MAX_BODY_DEPTH`.
+ * - a JSON body nested deeper than `MAX_BODY_DEPTH`;
+ * - a query parameter named `__proto__` (a body's is refused by the JSON parser).
  * A body is walked only when there is one; the query only when its text holds an encoded NUL
  * (URLSearchParams decodes `%00` and nothing else into U+0000, and invalid UTF-8 into U+FFFD).
  */
-export function refuseUnfitInput(params: Record<string, unknown> | undefined, querystring: string, query: () => unknown, body: unknown): void {
+export function refuseUnfitInput(params: Record<string, unknown> | undefined, querystring: string, query: () => object, body: unknown): void {
   const errors: FieldError[] = [];
   if (params) for (const key in params) if (typeof params[key] === 'string' && params[key].includes('\0')) errors.push(fieldError(['params', key], NUL));
   if (querystring.includes('%00')) findUnfit(query(), 'query', errors);
+  // A schema's parse would drop it (assigning `__proto__` sets a prototype): refused, as in a body.
+  if (MAY_NAME_PROTO.test(querystring) && Object.hasOwn(query(), '__proto__')) errors.push({ path: 'query.__proto__', message: 'a parameter named __proto__ is not accepted' });
   if (typeof body === 'object' && body !== null ? !fits(body) : typeof body === 'string' && textFault(body) !== null) findUnfit(body, 'body', errors);
   if (errors.length) throw problems.badRequest(`the request holds input no field accepts: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
 }
+
+/** Whether a query string may name `__proto__`: literally, or with one of its letters percent-encoded. */
+const MAY_NAME_PROTO = /proto|%(5f|70|72|6f|74)/i;
 
 /** What is wrong with a text, or null. */
 const textFault = (text: string): string | null => (text.includes('\0') ? NUL : text.isWellFormed() ? null : LONE_SURROGATE);

@@ -349,6 +349,15 @@ describe.each(DIALECTS)('HTTP pipeline (%s)', (dialect) => {
       nul(await t.request('GET', '/api/statistics/datasets/1/columns/c%00'), 'params.column');
       expect((await t.request('GET', '/api/projects?search=a%01b')).status).toBe(200);
     });
+
+    it('a query parameter named __proto__, however it is spelled (a schema would drop it unseen)', async () => {
+      for (const query of ['__proto__=x', '%5F%5Fproto%5F%5F=x', '__%70roto__=x&search=a', 'search=a&__proto__=1&__proto__=2']) {
+        const res = await t.request('GET', `/api/projects?${query}`);
+        expectProblem(res, 400);
+        expect(errorPaths(res), query).toEqual(['query.__proto__']);
+      }
+      expect((await t.request('GET', '/api/projects?search=proto')).status).toBe(200);
+    });
   });
 
   describe('400: id path parameters are canonical decimal integers', () => {
