@@ -17,7 +17,9 @@ export const keyInput = z.object({
     .default({})
     .describe('Inputs locked for every call of the key: a SQL parameter, or a lookup column (its rows filtered on it)'),
   rate_limit_per_min: z.number().int().min(1).max(1_000_000).nullable().default(null).describe("Calls a minute the key may make; null: only the platform's API_KEY_RATE_LIMIT_PER_MIN"),
-});
+})
+  // A misspelt `allowed_endpoints` or `fixed_params` left out would mint a key reaching more than meant: a 400 naming it.
+  .strict();
 
 /** Why an endpoint cannot take the fixed parameter `param`: model and function endpoints take none. */
 function unfixable(endpoint: string, kind: ApiService['endpoints'][number]['kind'], param: string): string {

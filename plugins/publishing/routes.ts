@@ -12,12 +12,15 @@ const serviceKey = z
   .string()
   .regex(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/, 'must be 1 to 63 lower-case letters, digits or -, not starting or ending with - (the URL segment of /api/service/{key}/…)');
 
-const serviceInput = z.object({
-  project_id: s.recordId,
-  name: s.displayName,
-  key: serviceKey.describe('The URL segment of /api/service/{key}/{endpoint}, unique on the platform'),
-  endpoints: endpointsSchema,
-});
+// Strict, as the key's fields: a misspelt field is a 400 naming it, never a change silently not made.
+const serviceInput = z
+  .object({
+    project_id: s.recordId,
+    name: s.displayName,
+    key: serviceKey.describe('The URL segment of /api/service/{key}/{endpoint}, unique on the platform'),
+    endpoints: endpointsSchema,
+  })
+  .strict();
 
 const serviceSchema = z
   .object({

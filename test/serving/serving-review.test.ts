@@ -267,6 +267,18 @@ describe.each(DIALECTS)('API Services, review fixes (%s)', (dialect) => {
       expect(await versions()).toBe(before);
     });
 
+    it('refuses a field it does not know when minting a key or saving a service, naming it (a misspelt scope would widen the key)', async () => {
+      const created = await service('strict-fields', [{ name: 'fn', kind: 'function', config: {} }]);
+      expect(created.status, created.text).toBe(201);
+      await publish(created.body.id);
+      expectField(await t.request('POST', `${BASE}/${created.body.id}/keys`, { body: { name: 'typo', allowed_endpoint: ['fn'] } }), 400, 'body.allowed_endpoint');
+      expectField(await t.request('POST', `${BASE}/${created.body.id}/keys`, { body: { name: 'typo', fixed_param: { region: 'EU' } } }), 400, 'body.fixed_param');
+      expect((await t.request('GET', `${BASE}/${created.body.id}/keys`)).body.items).toEqual([]);
+      expectField(await t.request('PATCH', `${BASE}/${created.body.id}`, { body: { project_id: project, name: 'moved' } }), 400, 'body.project_id');
+      expectField(await t.request('POST', BASE, { body: { project_id: project, name: 'n', key: 'strict-create', endpoints: [], status: 'published' } }), 400, 'body.status');
+      expect((await t.request('GET', `${BASE}/${created.body.id}`)).body.name).toBe('strict-fields');
+    });
+
     it('refuses a key fixing a parameter that a model or function endpoint it may call cannot take', async () => {
       const created = await service('fix-model', [
         { name: 'score', kind: 'model', config: { model_id: model } },
