@@ -279,7 +279,7 @@ export { defineRoute, reply, JsonText, type RouteDefinition, type StreamedMediaT
 export { actingUser, actingUserId, storedActorOf, type StoredActor, type Principal, type UserPrincipal, type ApiKeyPrincipal, type RunPrincipal, type PrincipalKind } from './auth/principal.ts';
 export { apiKeyAuthenticators, type ApiKeyAuthenticator, type ApiKeyGrant, type ApiKeyRequest } from './auth/api-keys.ts';
 export type { RateBudget, RateLimits } from './rate-limit/rate-limits.ts';
-export { fieldErrorsOf, HttpProblem, problemBody, problems, withFieldsRenamed, type FieldError } from './problem.ts';
+export { fieldErrorsOf, HttpProblem, isHttpProblem, problemBody, problems, withFieldsRenamed, type FieldError } from './problem.ts';
 export { beforeIdCursor, pageCursor } from './page-cursor.ts';
 export { ChangeCountedCache } from './change-counted-cache.ts';
 export { andThen, type Maybe } from './maybe.ts';

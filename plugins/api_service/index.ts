@@ -14,6 +14,7 @@ const responses = {
   409: { description: 'A lookup with on_multiple `error` found several rows for a key' },
   429: { description: 'Over the key\u2019s rate (Retry-After)' },
   501: { description: 'A function endpoint (declared, not callable yet)' },
+  504: { description: 'A sql endpoint\u2019s query ran longer than API_SERVICE_SQL_TIMEOUT_MS' },
 };
 
 /** The service path (spec §4): GET|POST /api/service/{key}/{endpoint} with a data API key (X-API-Key), never a bearer token. */

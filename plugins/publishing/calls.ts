@@ -26,6 +26,8 @@ export interface RunnerDeps {
   catalog: DatasetCatalog;
   sql: GovernedSql;
   models: RegistryModels;
+  /** How long a `sql` endpoint's query may run (`API_SERVICE_SQL_TIMEOUT_MS`). */
+  sqlTimeoutMs: number;
 }
 
 /** Runs one endpoint with `context`'s rights and locked inputs: a call's (its publisher's, its key's) or a dry run's (the caller's). */

@@ -46,6 +46,7 @@ export function dryRunRoutes({ services, run }: { services: ServiceStore; run: E
         404: { description: 'No such service, or no endpoint of that name' },
         409: { description: 'A lookup with on_multiple `error` found several rows for a key, or a model without a ready version' },
         501: { description: 'A function endpoint (declared, not callable yet)' },
+        504: { description: 'A sql endpoint\u2019s query ran longer than API_SERVICE_SQL_TIMEOUT_MS' },
       },
       handler: async ({ params, body, orgId, principal, audit }) => {
         // It reads datasets as the caller, as the service will read them as its publisher.

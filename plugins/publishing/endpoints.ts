@@ -151,11 +151,13 @@ async function checkSql(endpoint: SqlEndpoint, orgId: number, at: string, { cata
     if (param.default !== undefined) typedInput(param.type, param.default, 'body', `${at}.config.params.${j}.default`, catalog.parseValue);
   }
   // Described as governed SQL would run it, each parameter bound to null: refused as /api/sql refuses
-  // it (not one SELECT, no such dataset, a $n without its parameter).
+  // it (not one SELECT, no such dataset, a $n without its parameter), or taking too long to describe
+  // (SQLite runs a query to its first row).
   try {
     await sql.describe({ sql: endpoint.config.query, params: endpoint.config.params.map(() => null) }, orgId);
   } catch (err) {
-    if (err instanceof HttpProblem && err.status === 400) throw refuse(`${at}.config.query`, err.detail);
+    const timedOut = err instanceof HttpProblem && err.options.errors?.some((e) => e.path === 'body.timeout_ms');
+    if (err instanceof HttpProblem && (err.status === 400 || timedOut)) throw refuse(`${at}.config.query`, err.detail);
     throw err;
   }
 }

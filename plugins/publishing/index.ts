@@ -51,7 +51,7 @@ export default definePlugin({
     ctx.provideExtensionPoint(publishedAssets, ({ value, pluginId }) => assets.add(pluginId, value));
     ctx.contribute(lineageConsumers, apiServiceConsumers({ services, keys, sql }));
     ctx.contribute(apiKeyAuthenticators, { id: 'publishing', prefix: DATA_KEY_PREFIX, authenticate: (key) => keys.authenticate(key) });
-    const run = endpointRunner({ catalog, sql, models });
+    const run = endpointRunner({ catalog, sql, models, sqlTimeoutMs: config.API_SERVICE_SQL_TIMEOUT_MS });
     const usage = new UsageStore(storage);
     const recorder = new UsageRecorder(usage, config.API_USAGE_FLUSH_MS, logger, config.API_USAGE_RETENTION_DAYS);
     ctx.onDispose(() => recorder.stop());

@@ -1,4 +1,4 @@
-import { problems, withFieldsRenamed } from '../../kernel/plugin-api.ts';
+import { HttpProblem, isHttpProblem, problems, withFieldsRenamed } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
 import type { GovernedSql } from '../sql/public.ts';
 import type { SqlEndpoint } from './endpoints.ts';
@@ -6,12 +6,24 @@ import { inputOf, refuseInputs, refuseUnfixable, type CallInput, type EndpointCo
 import { typedInput } from './inputs.ts';
 
 /**
+ * A refusal of governed SQL as the caller of an endpoint meets it: they sent no `sql` nor
+ * `timeout_ms`. What the database refused at run time (a division by zero) it refused for these
+ * inputs, so the refusal names them; a query past its time is the server's 504, not the caller's 422.
+ */
+function asCallRefusal(err: unknown, input: CallInput, timeoutMs: number): unknown {
+  if (isHttpProblem(err) && err.options.errors?.some((e) => e.path === 'body.timeout_ms')) {
+    return new HttpProblem(504, `the endpoint's query ran longer than ${timeoutMs} ms and was stopped`, { title: 'Query timed out' });
+  }
+  return withFieldsRenamed(err, (path) => (path === 'body.sql' ? input.source : path));
+}
+
+/**
  * Runs a `sql` endpoint: its statement through governed SQL (the path of POST /api/sql: the
  * organization's datasets only, read-only, bounded, audited) with the publisher's rights, each
  * `$n` bound to the n-th declared parameter: the key's fixed value, else the caller's (typed), else
  * the default. Rows come back as objects.
  */
-export async function runSqlEndpoint(endpoint: SqlEndpoint, input: CallInput, context: EndpointContext, deps: { sql: GovernedSql; catalog: DatasetCatalog }) {
+export async function runSqlEndpoint(endpoint: SqlEndpoint, input: CallInput, context: EndpointContext, deps: { sql: GovernedSql; catalog: DatasetCatalog; sqlTimeoutMs: number }) {
   const { config } = endpoint;
   const declared = new Set(config.params.map((p) => p.name));
   refuseUnfixable(context.fixed, declared);
@@ -26,10 +38,8 @@ export async function runSqlEndpoint(endpoint: SqlEndpoint, input: CallInput, co
     return null;
   });
   const result = await deps.sql
-    .run({ sql: config.query, params, limit: config.max_rows, unmasked: config.unmasked_columns }, context.orgId, context.publisher, context.audit)
-    // The caller sent no `sql`: what the database refused at run time (a negative LIMIT, a division
-    // by zero) it refused for these inputs, so the refusal names them.
-    .catch((err: unknown) => Promise.reject(withFieldsRenamed(err, (path) => (path === 'body.sql' ? input.source : path))));
+    .run({ sql: config.query, params, limit: config.max_rows, timeout_ms: deps.sqlTimeoutMs, unmasked: config.unmasked_columns }, context.orgId, context.publisher, context.audit)
+    .catch((err: unknown) => Promise.reject(asCallRefusal(err, input, deps.sqlTimeoutMs)));
   const names = result.columns.map((c) => c.name);
   return {
     columns: result.columns,

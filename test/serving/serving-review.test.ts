@@ -33,7 +33,8 @@ describe.each(DIALECTS)('API Services, review fixes (%s)', (dialect) => {
     t.request(init.body === undefined ? 'GET' : 'POST', `/api/service/${path}${init.query ?? ''}`, { token: null, body: init.body, headers: { 'x-api-key': key } });
 
   beforeAll(async () => {
-    t = await startTestKernel({ dialect });
+    // Calls' queries here take milliseconds; the runaway one is stopped after 2 s.
+    t = await startTestKernel({ dialect, env: { API_SERVICE_SQL_TIMEOUT_MS: '2000' } });
     project = (await t.request('POST', '/api/projects', { body: { key: 'REVIEW', name: 'Review' } })).body.id;
     iris = await loadDataset(t, project, 'iris', IRIS_COLUMNS, irisLines(5));
     const single = await loadDataset(t, project, 'one_class', ['id:integer', 'x:number', 'label:string'], Array.from({ length: 20 }, (_, i) => `${i},${i},same`));
@@ -255,6 +256,21 @@ describe.each(DIALECTS)('API Services, review fixes (%s)', (dialect) => {
       else expect([negative.status, negative.body.errors?.map((e: { path: string }) => e.path)], negative.text).toEqual([400, ['query']]);
       const dryRun = await t.request('POST', `${BASE}/${created.body.id}/endpoints/first/test`, { body: { body: { n: 0 } } });
       if (dialect === 'postgres') expect([dryRun.status, dryRun.body.errors?.map((e: { path: string }) => e.path)], dryRun.text).toEqual([400, ['body']]);
+    });
+
+    it('stops a query running past API_SERVICE_SQL_TIMEOUT_MS with a 504, on a call and a dry run', async () => {
+      // Described at save with `upto` null (no row past the first); called with a bound no query reaches.
+      const query = 'with recursive r(n) as (select 1 union all select n + 1 from r where n < $1) select count(*) as n from r';
+      const runaway = { name: 'forever', kind: 'sql', config: { query, params: [{ name: 'upto', type: 'integer', required: true }] } };
+      const created = await service('runaway', [runaway]);
+      expect(created.status, created.text).toBe(201);
+      await publish(created.body.id);
+      const key = await mint(created.body.id);
+      expect((await call(key, 'runaway/forever', { query: '?upto=3' })).body.rows).toEqual([{ n: 3 }]);
+      const answer = await call(key, 'runaway/forever', { query: '?upto=2000000000' });
+      expect([answer.status, answer.body.detail], answer.text).toEqual([504, "the endpoint's query ran longer than 2000 ms and was stopped"]);
+      const dryRun = await t.request('POST', `${BASE}/${created.body.id}/endpoints/forever/test`, { body: { query: { upto: '2000000000' } } });
+      expect(dryRun.status, dryRun.text).toBe(504);
     });
 
     it('refuses a lone surrogate in the names an ONNX import declares in its form fields (not a JSON body: the kernel does not see them)', async () => {
