@@ -87,8 +87,8 @@ export const settingsSchema = z.object({
   API_USAGE_FLUSH_MS: integer(5_000, 10),
   /** Days of API Service usage kept; older minutes are deleted (0 keeps them all). */
   API_USAGE_RETENTION_DAYS: integer(90),
-  /** How long the query of an API Service's `sql` endpoint may run before the call is a 504. */
-  API_SERVICE_SQL_TIMEOUT_MS: integer(30_000, 1),
+  /** How long the query of an API Service's `sql` endpoint may run before the call is a 504 (at most POST /api/sql's longest, 5 minutes). */
+  API_SERVICE_SQL_TIMEOUT_MS: integer(30_000, 1).pipe(z.number().max(300_000)),
   /**
    * The first retry delay of a webhook delivery: the n-th retry waits a random time up to
    * base × 2^(n-1) (full jitter), at most an hour, until 24 hours after the event.

@@ -302,4 +302,5 @@ export { SECURITY_EVENT, type SecurityEventPayload } from './audit/security-even
 export type { MailMessage } from './mail/mailer.ts';
 export { escapeHtml } from './html.ts';
 export { readFormFile, type FormFile } from './http/form-file.ts';
+export { refuseUnfitJson } from './http/input-text.ts';
 export { eventStream, type ServerSentEvent } from './http/event-stream.ts';

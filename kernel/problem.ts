@@ -87,12 +87,12 @@ export const problems = {
  */
 export function problemBody(problem: HttpProblem, requestId: string) {
   const { errors } = problem.options;
-  const detail = errors && errors.length > MAX_FIELD_ERRORS ? `${problem.detail} (the first ${MAX_FIELD_ERRORS} of ${errors.length} fields are listed)` : problem.detail;
+  const listed = errors && errors.length > MAX_FIELD_ERRORS ? ` (the first ${MAX_FIELD_ERRORS} of ${errors.length} fields are listed)` : '';
   return {
     type: problem.options.type ?? `about:blank`,
     title: problem.title,
     status: problem.status,
-    detail: clipped(detail, MAX_DETAIL_CHARS),
+    detail: clipped(problem.detail, MAX_DETAIL_CHARS) + listed,
     request_id: requestId,
     ...(problem.options.code ? { code: problem.options.code } : {}),
     ...(errors ? { errors: errors.slice(0, MAX_FIELD_ERRORS).map((e) => ({ path: clipped(e.path, MAX_FIELD_CHARS), message: clipped(e.message, MAX_FIELD_CHARS) })) } : {}),

@@ -14,8 +14,9 @@ const TOO_DEEP = `nests deeper than ${MAX_BODY_DEPTH} levels`;
  *   JSON and SQLite would store U+FFFD in its place, so what was sent would not be what is kept);
  * - a JSON body nested deeper than `MAX_BODY_DEPTH`;
  * - a query parameter named `__proto__` (a body's is refused by the JSON parser).
- * A body is walked only when there is one; the query only when its text holds an encoded NUL
- * (URLSearchParams decodes `%00` and nothing else into U+0000, and invalid UTF-8 into U+FFFD).
+ * A body is walked only when there is one; the query is parsed only when its text holds an encoded
+ * NUL (URLSearchParams decodes `%00` and nothing else into U+0000, and invalid UTF-8 into U+FFFD)
+ * or may spell `__proto__`.
  */
 export function refuseUnfitInput(params: Record<string, unknown> | undefined, querystring: string, query: () => object, body: unknown): void {
   const errors: FieldError[] = [];
@@ -23,9 +24,24 @@ export function refuseUnfitInput(params: Record<string, unknown> | undefined, qu
   if (querystring.includes('%00')) findUnfit(query(), 'query', errors);
   // A schema's parse would drop it (assigning `__proto__` sets a prototype): refused, as in a body.
   if (MAY_NAME_PROTO.test(querystring) && Object.hasOwn(query(), '__proto__')) errors.push({ path: 'query.__proto__', message: 'a parameter named __proto__ is not accepted' });
-  if (typeof body === 'object' && body !== null ? !fits(body) : typeof body === 'string' && textFault(body) !== null) findUnfit(body, 'body', errors);
-  if (errors.length) throw problems.badRequest(`the request holds input no field accepts: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
+  if (!fitsJson(body)) findUnfit(body, 'body', errors);
+  if (errors.length) throw unfit(errors);
 }
+
+/**
+ * The body check of `refuseUnfitInput` for JSON a plugin reads itself (a streamed body, a file of a
+ * form): a 400 naming each unfit value under `at`.
+ */
+export function refuseUnfitJson(value: unknown, at: string): void {
+  if (fitsJson(value)) return;
+  const errors: FieldError[] = [];
+  findUnfit(value, at, errors);
+  throw unfit(errors);
+}
+
+const unfit = (errors: FieldError[]) => problems.badRequest(`the request holds input no field accepts: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`, errors);
+
+const fitsJson = (value: unknown) => (typeof value === 'object' && value !== null ? fits(value) : typeof value !== 'string' || textFault(value) === null);
 
 /** Whether a query string may name `__proto__`: literally, or with one of its letters percent-encoded. */
 const MAY_NAME_PROTO = /proto|%(5f|70|72|6f|74)/i;
@@ -70,7 +86,7 @@ interface Step {
   depth: number;
 }
 
-/** The paths of the unfit strings, keys and too-deep values (walked once `fits` found one); the answer names the first `MAX_FIELD_ERRORS`. */
+/** The paths of the unfit strings, keys and too-deep values (walked once `fits` found one), at most `MAX_FIELD_ERRORS` of them. */
 function findUnfit(root: unknown, at: string, errors: FieldError[]): void {
   const pending: Step[] = [{ value: root, key: at, parent: null, depth: 1 }];
   while (pending.length && errors.length < MAX_FIELD_ERRORS) {

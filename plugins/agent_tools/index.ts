@@ -46,6 +46,7 @@ export default definePlugin({
             422: { description: 'The tool cannot run here (e.g. no connector of the kind it sends through)' },
             429: { description: 'A rate limit or quota the tool spends from' },
             502: { description: 'The peer the tool calls failed or answered an error' },
+            504: { description: 'A query the tool runs (an API Service\u2019s sql endpoint) ran past its time' },
           },
           handler: async ({ params, body, orgId, principal, audit, requestId }) => ({ result: await tools.invoke(params.name, body.arguments, { orgId, principal, audit, requestId }) }),
         }),

@@ -74,7 +74,7 @@ export default definePlugin({
       replace: (targets, fill) => loader.replace(targets as StagedTarget[], fill),
       condition: (columns, filter, where) => {
         const column = columnLookup(columns.map((c) => ({ ...c, pii: false, description: null })));
-        return compileFilter(filter, (name) => column(name, where), column.has, where);
+        return compileFilter(filter, (name) => column(name, where), where);
       },
       // The catalog hands out the datasets it read itself, which carry their table name.
       table: (dataset) => storage.dataTables.ref(dataset.org_id, (dataset as Dataset).table_name),

@@ -45,6 +45,11 @@ export interface RowsQuery {
   sort?: string;
   /** `col:op:value`, ANDed; `in` takes comma-separated values, `is_null` true or false. */
   filter?: string[];
+  /**
+   * Conditions named by column rather than by text, ANDed with `filter`: the column's value is one of
+   * `values` (null: is null). A column name holding `:` or a value holding `,` is exact here.
+   */
+  oneOf?: { column: string; values: readonly unknown[] }[];
   /** Comma-separated column names; default all. */
   columns?: string;
 }

@@ -69,7 +69,7 @@ export class RowPolicies {
       throw problems.unprocessable(`group ${input.group_id} does not exist in this organization`, [{ path: 'body.group_id', message: 'no such group' }]);
     });
     const column = columnLookup(dataset.columns);
-    input.filters.forEach((filter, i) => compileFilter(filter, (name) => column(name, `body.filters.${i}`), column.has, `body.filters.${i}`));
+    input.filters.forEach((filter, i) => compileFilter(filter, (name) => column(name, `body.filters.${i}`), `body.filters.${i}`));
     const row = await this.storage.db
       .insertInto('row_policies')
       .values({ dataset_id: dataset.id, org_id: dataset.org_id, group_id: input.group_id, filters: this.storage.encodeJson(input.filters), description: input.description ?? null, created_at: this.storage.now() })
@@ -126,7 +126,7 @@ export class RowPolicies {
     return policies.map((policy) => {
       let condition: RawBuilder<boolean>;
       try {
-        const parts = policy.filters.map((filter) => compileFilter(filter, lookup, column.has, 'policy'));
+        const parts = policy.filters.map((filter) => compileFilter(filter, lookup, 'policy'));
         condition = parts.length ? sql<boolean>`(${sql.join(parts, sql` and `)})` : sql<boolean>`1 = 1`;
       } catch {
         condition = NOTHING; // a policy naming a column the dataset lost fails closed

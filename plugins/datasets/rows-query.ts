@@ -1,7 +1,7 @@
 import { sql, type RawBuilder } from 'kysely';
 import { pageCursor, problems, type Principal } from '../../kernel/plugin-api.ts';
 import { ROW_ID, type Storage } from '../../storage/index.ts';
-import { columnLookup, compileFilter } from './filters.ts';
+import { columnLookup, compileFilter, compileOneOf } from './filters.ts';
 import { PII_MASK, ROWS_PAGE_MAX, ROWS_STREAM_PAGE_MAX, type DatasetCatalog, type RowsBlock, type RowsPage, type RowsQuery } from './public.ts';
 import type { Dataset, DatasetColumn, DatasetStore } from './dataset-store.ts';
 import type { RowPolicies } from './row-policies.ts';
@@ -151,7 +151,8 @@ export async function queryRows(storage: Storage, dataset: Dataset, request: Row
   };
   const selected = request.columns ? request.columns.split(',').map((n) => column(n.trim(), 'query.columns')) : dataset.columns;
 
-  const conditions: RawBuilder<unknown>[] = (request.filter ?? []).map((text) => compileFilter(text, (name) => comparable(name, 'query.filter'), column.has, 'query.filter'));
+  const conditions: RawBuilder<unknown>[] = (request.filter ?? []).map((text) => compileFilter(text, (name) => comparable(name, 'query.filter'), 'query.filter'));
+  for (const { column: name, values } of request.oneOf ?? []) conditions.push(compileOneOf(comparable(name, 'query.filter'), values, 'query.filter'));
   if (visibility.scope) conditions.push(visibility.scope);
 
   const order = (request.sort ?? '')

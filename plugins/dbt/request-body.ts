@@ -1,7 +1,7 @@
 import busboy from 'busboy';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import { fieldErrorsOf, HttpProblem, identitySchemas as s, problems } from '../../kernel/plugin-api.ts';
+import { fieldErrorsOf, HttpProblem, identitySchemas as s, problems, refuseUnfitJson } from '../../kernel/plugin-api.ts';
 
 /** What an import is given: the project to import into, the manifest and, optionally, the catalog (parsed JSON). */
 export interface ImportRequest {
@@ -33,15 +33,16 @@ const tooLarge = (limit: string) => new HttpProblem(413, `the manifest is larger
 /**
  * Reads an import's body, JSON or a multipart form (`project_id`, files `manifest` and `catalog`),
  * holding at most `limitBytes` (a 413 past it; the rest of the body is read and dropped so the
- * answer reaches the client); what is not JSON, or holds a NUL character, is a 400 naming the field.
+ * answer reaches the client); what is not JSON, or holds what no JSON body may (a NUL character, a
+ * lone surrogate, nesting past 100 levels), is a 400 naming the field.
  */
 export async function readImportRequest(ctx: Context, limitBytes: number, limitText: string): Promise<ImportRequest> {
   if (ctx.is('multipart/form-data')) return readForm(ctx, limitBytes, limitText);
   const text = await readAll(ctx, limitBytes, limitText);
   const parsed = jsonBody.safeParse(parseJson(text, 'body'));
   if (!parsed.success) throw problems.badRequest('the body is not a valid import', fieldErrorsOf(parsed.error.issues, 'body'));
-  refuseNul(parsed.data.manifest, 'body.manifest');
-  if (parsed.data.catalog) refuseNul(parsed.data.catalog, 'body.catalog');
+  refuseUnfitJson(parsed.data.manifest, 'body.manifest');
+  if (parsed.data.catalog) refuseUnfitJson(parsed.data.catalog, 'body.catalog');
   return { projectId: parsed.data.project_id, manifest: parsed.data.manifest, catalog: parsed.data.catalog };
 }
 
@@ -101,7 +102,7 @@ function readForm(ctx: Context, limitBytes: number, limitText: string): Promise<
         const catalog = files.catalog ? parseJson(Buffer.concat(files.catalog).toString('utf8'), 'body.catalog') : undefined;
         for (const [name, value] of [['manifest', manifest], ['catalog', catalog]] as const) {
           if (value !== undefined && (typeof value !== 'object' || value === null || Array.isArray(value))) throw problems.badRequest(`${name} must be a JSON object`, [{ path: `body.${name}`, message: 'not an object' }]);
-          if (value !== undefined) refuseNul(value, `body.${name}`);
+          if (value !== undefined) refuseUnfitJson(value, `body.${name}`);
         }
         resolve({ projectId, manifest, catalog });
       } catch (err) {
@@ -112,22 +113,3 @@ function readForm(ctx: Context, limitBytes: number, limitText: string): Promise<
   });
 }
 
-/**
- * A NUL character (U+0000) anywhere in the document is a 400 naming where: Postgres text cannot
- * hold it, and no dbt name, description or SQL needs it. Walked without recursion (any depth).
- */
-function refuseNul(root: unknown, location: string): void {
-  const pending: [unknown, string][] = [[root, location]];
-  while (pending.length) {
-    const [value, path] = pending.pop()!;
-    if (typeof value === 'string') {
-      if (value.includes('\0')) throw problems.badRequest(`the NUL character (U+0000) is not accepted: ${path}`, [{ path, message: 'must not contain the NUL character (U+0000)' }]);
-    } else if (typeof value === 'object' && value !== null) {
-      for (const [key, item] of Object.entries(value)) {
-        const at = `${path}.${key.replaceAll('\0', '\\u0000')}`;
-        if (key.includes('\0')) throw problems.badRequest(`the NUL character (U+0000) is not accepted: ${at}`, [{ path: at, message: 'must not contain the NUL character (U+0000)' }]);
-        pending.push([item, at]);
-      }
-    }
-  }
-}

@@ -177,10 +177,6 @@ function checkLookup(endpoint: LookupEndpoint, dataset: DatasetInfo, at: string,
     if (key.type === 'json') throw refuse(`${at}.config.keys.${j}`, `column "${name}" holds JSON: a key column must hold one value`);
     // Looking up by a PII column would tell a caller which values exist, one guess at a time.
     if (key.pii && !config.unmasked_columns.includes(name)) throw refuse(`${at}.config.keys.${j}`, `column "${name}" holds personal data: list it in unmasked_columns to look rows up by it`);
-    // A key is read as a `column:eq:value` filter: were one name the other's plus `:…`, a caller's
-    // value could make it read as the other column (the filter refuses that at call time; say it now).
-    const overlapping = dataset.columns.find((c) => c.name.startsWith(`${name}:`) || name.startsWith(`${c.name}:`));
-    if (overlapping) throw refuse(`${at}.config.keys.${j}`, `columns "${name}" and "${overlapping.name}" are the same up to a ":": a key by "${name}" could read as the other`);
   });
   if (new Set(config.keys).size !== config.keys.length) throw refuse(`${at}.config.keys`, 'a column may be named once');
   config.filters.forEach((filter, j) => catalog.condition(dataset.columns, filter, `${at}.config.filters.${j}`));

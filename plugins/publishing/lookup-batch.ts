@@ -16,8 +16,10 @@ export interface BatchByOneColumn {
   /** Rows per key the endpoint answers at most (`on_multiple` first: 1; error: 2, so that a second shows). */
   perKey: number;
   onMultiple: 'all' | 'first' | 'error';
-  /** The endpoint's filters and the key's fixed ones. */
+  /** The endpoint's filters. */
   filters: string[];
+  /** The key's fixed columns and values. */
+  fixed: NonNullable<RowsQuery['oneOf']>;
   /** The columns answered (all when absent). */
   columns?: string[];
   read(query: RowsQuery): Promise<RowsPage>;
@@ -27,19 +29,18 @@ export interface BatchByOneColumn {
  * A batch of keys of one column answered by one read, `column in (…)`, its rows grouped back by
  * key in row order, instead of a read per key. Null when one read cannot answer it exactly, and the
  * caller reads key by key: a key column holding personal data (it may read masked) or of a type
- * whose values read back in another form, a null key or a text holding a comma (the `in` list's
- * separator), or as many matching rows as one page holds (a key matching many rows could crowd
- * another out of it).
+ * whose values read back in another form, a null key (`in` matches no null), or as many matching
+ * rows as one page holds (a key matching many rows could crowd another out of it).
  */
 export async function readBatchAtOnce(batch: BatchByOneColumn): Promise<Row[][] | null> {
   const { column, values, perKey } = batch;
-  if (column.pii || !EXACT_TYPES.has(column.type) || values.some((v) => v === null || String(v).includes(','))) return null;
+  if (column.pii || !EXACT_TYPES.has(column.type) || values.some((v) => v === null)) return null;
   const distinct = [...new Set(values.map(String))];
   // Enough rows to tell every key's share (and a second row of `error`) when they fit in a page;
   // a page that comes back short holds every matching row.
   const limit = Math.min(ROWS_PAGE_MAX, distinct.length * perKey + 1);
   const answered = batch.columns && !batch.columns.includes(column.name) ? [...batch.columns, column.name] : batch.columns;
-  const page = await batch.read({ limit, filter: [...batch.filters, `${column.name}:in:${distinct.join(',')}`], columns: answered?.join(',') });
+  const page = await batch.read({ limit, filter: batch.filters, oneOf: [...batch.fixed, { column: column.name, values: distinct }], columns: answered?.join(',') });
   if (page.next_cursor !== null || page.rows.length >= limit) return null;
   const byKey = new Map<string, Row[]>();
   for (const row of page.rows) {

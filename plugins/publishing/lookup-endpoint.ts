@@ -10,8 +10,10 @@ export const MAX_BATCH_KEYS = 100;
 
 type Row = Record<string, unknown>;
 
-/** A condition of the rows language (`column:operator:value`) matching one typed value. */
-const equals = (column: string, value: unknown) => (value === null ? `${column}:is_null:true` : `${column}:eq:${String(value)}`);
+/** A condition matching one typed value of a column, by name (never parsed from text: a name may hold `:`). */
+const equals = (column: string, value: unknown): OneOf => ({ column, values: [value] });
+
+type OneOf = NonNullable<RowsQuery['oneOf']>[number];
 
 /**
  * Runs a `lookup` endpoint: one key from the inputs, or a batch (`{keys: [{…}, …]}` in a JSON body)
@@ -51,7 +53,7 @@ export async function runLookupEndpoint(endpoint: LookupEndpoint, dataset: Datas
 
   const rowsOf = async (key: unknown[], at: string): Promise<Row[]> => {
     const conditions = key.map((value, i) => equals(callerKeys[i], value));
-    const page = await read({ limit, filter: [...config.filters, ...fixedFilters, ...conditions], columns: config.columns?.join(',') });
+    const page = await read({ limit, filter: config.filters, oneOf: [...fixedFilters, ...conditions], columns: config.columns?.join(',') });
     if (config.on_multiple === 'error' && page.rows.length > 1) throw severalRows(at);
     return mask(page.rows);
   };
@@ -69,7 +71,7 @@ export async function runLookupEndpoint(endpoint: LookupEndpoint, dataset: Datas
   });
   const atOnce =
     callerKeys.length === 1 && keys.length > 1
-      ? await readBatchAtOnce({ column: columns.get(callerKeys[0])!, values: keys.map((key) => key[0]), perKey: limit, onMultiple: config.on_multiple, filters: [...config.filters, ...fixedFilters], columns: config.columns, read })
+      ? await readBatchAtOnce({ column: columns.get(callerKeys[0])!, values: keys.map((key) => key[0]), perKey: limit, onMultiple: config.on_multiple, filters: config.filters, fixed: fixedFilters, columns: config.columns, read })
       : null;
   const rows = atOnce ? atOnce.map(mask) : await Promise.all(keys.map((key, i) => rowsOf(key, `body.keys.${i}`)));
   return { results: batch.map((key, i) => ({ key, rows: rows[i] })) };

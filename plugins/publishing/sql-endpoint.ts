@@ -1,20 +1,22 @@
 import { HttpProblem, isHttpProblem, problems, withFieldsRenamed } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
-import type { GovernedSql } from '../sql/public.ts';
+import { QUERY_REJECTED, type GovernedSql } from '../sql/public.ts';
 import type { SqlEndpoint } from './endpoints.ts';
 import { inputOf, refuseInputs, refuseUnfixable, type CallInput, type EndpointContext } from './call-input.ts';
 import { typedInput } from './inputs.ts';
 
 /**
  * A refusal of governed SQL as the caller of an endpoint meets it: they sent no `sql` nor
- * `timeout_ms`. What the database refused at run time (a division by zero) it refused for these
- * inputs, so the refusal names them; a query past its time is the server's 504, not the caller's 422.
+ * `timeout_ms`. What the database refused while running (a division by zero) it refused for these
+ * inputs, so the refusal names them; a query past its time (running, or waiting for one of the
+ * organization's query slots) is the server's 504, not the caller's 422. Anything else (the query
+ * names a dataset deleted since) is answered as governed SQL words it.
  */
-function asCallRefusal(err: unknown, input: CallInput, timeoutMs: number): unknown {
-  if (isHttpProblem(err) && err.options.errors?.some((e) => e.path === 'body.timeout_ms')) {
-    return new HttpProblem(504, `the endpoint's query ran longer than ${timeoutMs} ms and was stopped`, { title: 'Query timed out' });
-  }
-  return withFieldsRenamed(err, (path) => (path === 'body.sql' ? input.source : path));
+function asCallRefusal(err: unknown, input: CallInput): unknown {
+  if (!isHttpProblem(err)) return err;
+  if (err.options.errors?.some((e) => e.path === 'body.timeout_ms')) return new HttpProblem(504, err.detail, { title: err.title });
+  if (err.title === QUERY_REJECTED) return withFieldsRenamed(err, (path) => (path === 'body.sql' ? input.source : path));
+  return err;
 }
 
 /**
@@ -39,7 +41,7 @@ export async function runSqlEndpoint(endpoint: SqlEndpoint, input: CallInput, co
   });
   const result = await deps.sql
     .run({ sql: config.query, params, limit: config.max_rows, timeout_ms: deps.sqlTimeoutMs, unmasked: config.unmasked_columns }, context.orgId, context.publisher, context.audit)
-    .catch((err: unknown) => Promise.reject(asCallRefusal(err, input, deps.sqlTimeoutMs)));
+    .catch((err: unknown) => Promise.reject(asCallRefusal(err, input)));
   const names = result.columns.map((c) => c.name);
   return {
     columns: result.columns,

@@ -46,3 +46,10 @@ export interface GovernedSql {
 }
 
 export const governedSql = pluginServiceRef<GovernedSql>('sql.governed');
+
+/**
+ * The title of the 400 for what the database refused while running a statement (a division by
+ * zero, a negative LIMIT), as opposed to a statement refused before it ran (not one SELECT, no such
+ * dataset): the first depends on the values bound, the second on the text alone.
+ */
+export const QUERY_REJECTED = 'Query rejected by the database';

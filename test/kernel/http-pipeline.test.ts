@@ -329,7 +329,7 @@ describe.each(DIALECTS)('HTTP pipeline (%s)', (dialect) => {
       expectProblem(deep, 400);
       expect(deep.body.errors).toEqual([{ path: `body.nested${'.0'.repeat(99)}`, message: 'nests deeper than 100 levels' }]);
       const within = await t.request('POST', '/api/probe/echo', { body: { name: 'w', count: 1, nested: nested(99) } });
-      expect(within.text).not.toMatch(/nests deeper/);
+      expect(within.status, within.text).toBe(201);
     });
 
     it('a compressed body that does not decompress as its Content-Encoding says is a 400 naming the body', async () => {

@@ -431,7 +431,7 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
     expect(recipes).toEqual(dialect === 'sqlite' ? ['model.tiny.ok', 'model.tiny.open_comment', 'model.tiny.quotes'] : ['model.tiny.ok', 'model.tiny.quotes']);
   }, 60_000);
 
-  it('refuses a body that is not JSON, too large, of an unknown schema version or holding NUL, naming the problem, and imports nothing', async () => {
+  it('refuses a body that is not JSON, too large, of an unknown schema version or holding NUL, a lone surrogate or nesting past 100 levels, naming the problem, and imports nothing', async () => {
     const project = await newProject();
     const before = (await t.request('GET', '/api/datasets?limit=1')).body.total;
     const tiny = manifest([people]);
@@ -447,6 +447,8 @@ describe.each(DIALECTS)('dbt import (%s)', (dialect) => {
       ['nodes of a wrong type', { body: { project_id: project, manifest: { ...tiny, nodes: { 'seed.tiny.x': { unique_id: 7, resource_type: 'seed', name: 'x' } } } } }, 400, /^body\.manifest\.nodes\.seed\.tiny\.x\.unique_id$/],
       ['NUL in a description', { body: { project_id: project, manifest: manifest([seed('nul', { description: 'a\u0000b' })]) } }, 400, /^body\.manifest\.nodes\.seed\.tiny\.nul\.description$/],
       ['NUL in a file', form({ project_id: String(project) }, { manifest: JSON.stringify(manifest([model('m', 'select 1 -- \u0000', [])])) }), 400, /^body\.manifest\.nodes\.model\.tiny\.m\.raw_code$/],
+      ['a lone surrogate in a description', { body: { project_id: project, manifest: manifest([seed('lone', { description: 'a\ud800b' })]) } }, 400, /^body\.manifest\.nodes\.seed\.tiny\.lone\.description$/],
+      ['a file nested past 100 levels', form({ project_id: String(project) }, { manifest: JSON.stringify({ ...tiny, deep: JSON.parse(`${'['.repeat(120)}1${']'.repeat(120)}`) }) }), 400, /^body\.manifest\.deep(\.0)+$/],
       ['a unique_id that is not its key', { body: { project_id: project, manifest: { ...tiny, nodes: { 'seed.tiny.a': seed('b') } } } }, 400, /^body\.manifest\.nodes\.seed\.tiny\.a\.unique_id$/],
       ['a node that is also a source', { body: { project_id: project, manifest: manifest([seed('a')], 12, [seed('a')]) } }, 400, /^body\.manifest\.sources\.seed\.tiny\.a$/],
       ['a catalog of a wrong shape', { body: { project_id: project, manifest: tiny, catalog: { nodes: { x: { columns: 'id' } } } } }, 400, /^body\.catalog\.nodes\.x\.columns$/],
