@@ -74,7 +74,8 @@ describe.each(DIALECTS)('HTTP pipeline (%s)', (dialect) => {
       // A name of Object's own is a name like any other: it never reaches the prototype.
       const own = await t.request('GET', '/api/probe/query?constructor=x&toString=y&hasOwnProperty=z');
       expect(own.body.query).toEqual({ constructor: 'x', toString: 'y', hasOwnProperty: 'z' });
-      expect((await t.request('GET', '/api/probe/query?__proto__=x&after=1')).body.query.after).toBe('1');
+      // `__proto__` is refused, as in a body (see the 400s below): a schema's parse would drop it unseen.
+      expect((await t.request('GET', '/api/probe/query?__proto__=x&after=1')).status).toBe(400);
       // Split as URLSearchParams splits, whether there is anything to decode (%66 is "f") or not:
       // empty parts skipped, a name without `=` empty, the name up to the first `=`.
       const split = { a: '', '': 'b', c: '', d: '=e', x: ['1;y=2', '3'] };
