@@ -113,6 +113,8 @@ export function createRouteCompiler(deps: RouteCompilerDeps): RouteCompiler {
 }
 
 const DONE = Promise.resolve();
+const noop = async () => undefined;
+const NO_INPUT = { params: undefined, query: undefined, headers: undefined, body: undefined };
 
 /**
  * The body parser inflates a body by its Content-Encoding (gzip, deflate, br; any other is its 415).
@@ -126,8 +128,6 @@ function refuseUndecodable(err: unknown): never {
   }
   throw err;
 }
-const noop = async () => undefined;
-const NO_INPUT = { params: undefined, query: undefined, headers: undefined, body: undefined };
 
 /**
  * The request's parameters, query, headers and body, parsed by the route's schemas; 400 naming every

@@ -6,7 +6,7 @@
 import { HttpProblem, identitySchemas as s, problems, z, type FieldError } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog, DatasetInfo } from '../datasets/public.ts';
 import type { RegistryModels } from '../registry/public.ts';
-import type { GovernedSql } from '../sql/public.ts';
+import { QUERY_TIMED_OUT, type GovernedSql } from '../sql/public.ts';
 import { INPUT_TYPES, MAX_INPUT_TEXT, notReservedName, RESERVED_NAME_MESSAGE, typedInput } from './inputs.ts';
 
 export const ENDPOINT_KINDS = ['sql', 'lookup', 'model', 'function'] as const;
@@ -156,8 +156,7 @@ async function checkSql(endpoint: SqlEndpoint, orgId: number, at: string, { cata
   try {
     await sql.describe({ sql: endpoint.config.query, params: endpoint.config.params.map(() => null) }, orgId);
   } catch (err) {
-    const timedOut = err instanceof HttpProblem && err.options.errors?.some((e) => e.path === 'body.timeout_ms');
-    if (err instanceof HttpProblem && (err.status === 400 || timedOut)) throw refuse(`${at}.config.query`, err.detail);
+    if (err instanceof HttpProblem && (err.status === 400 || err.title === QUERY_TIMED_OUT)) throw refuse(`${at}.config.query`, err.detail);
     throw err;
   }
 }

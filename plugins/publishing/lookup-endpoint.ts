@@ -28,7 +28,7 @@ export async function runLookupEndpoint(endpoint: LookupEndpoint, dataset: Datas
   const columns = new Map(dataset.columns.map((c) => [c.name, c]));
   const types = new Map(dataset.columns.map((c) => [c.name, c.type as InputType]));
   refuseUnfixable(context.fixed, new Set(types.keys()));
-  const fixedFilters = Object.entries(context.fixed).map(([column, value]) => equals(column, typedInput(types.get(column)!, value, 'body', `fixed_params.${column}`, catalog.parseValue)));
+  const fixedConditions = Object.entries(context.fixed).map(([column, value]) => equals(column, typedInput(types.get(column)!, value, 'body', `fixed_params.${column}`, catalog.parseValue)));
   const callerKeys = config.keys.filter((column) => !Object.hasOwn(context.fixed, column));
   const unmasked = new Set(config.unmasked_columns);
   const masked = dataset.columns.filter((c) => c.pii && !unmasked.has(c.name)).map((c) => c.name);
@@ -53,7 +53,7 @@ export async function runLookupEndpoint(endpoint: LookupEndpoint, dataset: Datas
 
   const rowsOf = async (key: unknown[], at: string): Promise<Row[]> => {
     const conditions = key.map((value, i) => equals(callerKeys[i], value));
-    const page = await read({ limit, filter: config.filters, oneOf: [...fixedFilters, ...conditions], columns: config.columns?.join(',') });
+    const page = await read({ limit, filter: config.filters, oneOf: [...fixedConditions, ...conditions], columns: config.columns?.join(',') });
     if (config.on_multiple === 'error' && page.rows.length > 1) throw severalRows(at);
     return mask(page.rows);
   };
@@ -71,7 +71,7 @@ export async function runLookupEndpoint(endpoint: LookupEndpoint, dataset: Datas
   });
   const atOnce =
     callerKeys.length === 1 && keys.length > 1
-      ? await readBatchAtOnce({ column: columns.get(callerKeys[0])!, values: keys.map((key) => key[0]), perKey: limit, onMultiple: config.on_multiple, filters: config.filters, fixed: fixedFilters, columns: config.columns, read })
+      ? await readBatchAtOnce({ column: columns.get(callerKeys[0])!, values: keys.map((key) => key[0]), perKey: limit, onMultiple: config.on_multiple, filters: config.filters, fixed: fixedConditions, columns: config.columns, read })
       : null;
   const rows = atOnce ? atOnce.map(mask) : await Promise.all(keys.map((key, i) => rowsOf(key, `body.keys.${i}`)));
   return { results: batch.map((key, i) => ({ key, rows: rows[i] })) };

@@ -1,6 +1,6 @@
 import { HttpProblem, isHttpProblem, problems, withFieldsRenamed } from '../../kernel/plugin-api.ts';
 import type { DatasetCatalog } from '../datasets/public.ts';
-import { QUERY_REJECTED, type GovernedSql } from '../sql/public.ts';
+import { QUERY_REJECTED, QUERY_TIMED_OUT, type GovernedSql } from '../sql/public.ts';
 import type { SqlEndpoint } from './endpoints.ts';
 import { inputOf, refuseInputs, refuseUnfixable, type CallInput, type EndpointContext } from './call-input.ts';
 import { typedInput } from './inputs.ts';
@@ -14,7 +14,7 @@ import { typedInput } from './inputs.ts';
  */
 function asCallRefusal(err: unknown, input: CallInput): unknown {
   if (!isHttpProblem(err)) return err;
-  if (err.options.errors?.some((e) => e.path === 'body.timeout_ms')) return new HttpProblem(504, err.detail, { title: err.title });
+  if (err.title === QUERY_TIMED_OUT) return new HttpProblem(504, err.detail, { title: err.title });
   if (err.title === QUERY_REJECTED) return withFieldsRenamed(err, (path) => (path === 'body.sql' ? input.source : path));
   return err;
 }

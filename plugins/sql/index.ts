@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { definePlugin, defineRoute, HttpProblem, kernelServices, problems, type Principal, type RequestAudit } from '../../kernel/plugin-api.ts';
 import { GovernedSqlUnavailableError, QueryRejectedError, QueryTimeoutError, SelectRefusedError, type GovernedDataset, type GovernedSelect } from '../../storage/index.ts';
 import { datasetCatalog, dataValueSchema, PII_MASK } from '../datasets/public.ts';
-import { governedSql, QUERY_REJECTED } from './public.ts';
+import { governedSql, QUERY_REJECTED, QUERY_TIMED_OUT } from './public.ts';
 
 export const MAX_ROWS = 10_000;
 export const MAX_TIMEOUT_MS = 300_000;
@@ -56,7 +56,7 @@ export default definePlugin({
 
     /** The problem a refusal of the database is answered with (others are rethrown as they are). */
     function problemOf(err: unknown): unknown {
-      if (err instanceof QueryTimeoutError) return new HttpProblem(422, err.message, { title: 'Query timed out', errors: [{ path: 'body.timeout_ms', message: err.message }] });
+      if (err instanceof QueryTimeoutError) return new HttpProblem(422, err.message, { title: QUERY_TIMED_OUT, errors: [{ path: 'body.timeout_ms', message: err.message }] });
       if (err instanceof QueryRejectedError) {
         const message = `the database refused the query: ${err.message}`;
         return new HttpProblem(400, message, { title: QUERY_REJECTED, errors: [{ path: 'body.sql', message }] });

@@ -53,3 +53,6 @@ export const governedSql = pluginServiceRef<GovernedSql>('sql.governed');
  * dataset): the first depends on the values bound, the second on the text alone.
  */
 export const QUERY_REJECTED = 'Query rejected by the database';
+
+/** The title of the 422 for a statement stopped at its timeout (running, or waiting for one of the organization's query slots). */
+export const QUERY_TIMED_OUT = 'Query timed out';
